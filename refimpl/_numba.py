@@ -1,0 +1,84 @@
+"""The one place where refimpl talks to Numba: compile options and environment switches.
+
+Every kernel module decorates its kernels with `kernel` (or builds a serial/parallel pair with
+`kernel_pair`) instead of calling `numba.njit` itself, so the policy below holds everywhere:
+
+- `nopython` always; `fastmath` off, because online softmax relies on `-inf` and NaN
+  semantics that `nnan`/`ninf` would break;
+- `cache=True`, so a kernel compiles once per machine and later processes load it in
+  milliseconds; `REFIMPL_NUMBA_CACHE=0` turns the on-disk cache off (useful when editing
+  kernels). Where the cache lives is Numba's own `NUMBA_CACHE_DIR` (the test suite and CI point
+  it at a folder outside the repository);
+- serial by default, for reproducible timings and results. `REFIMPL_PARALLEL=1` makes
+  `kernel_pair(...).default` the parallel variant; both variants are compiled from the same
+  Python function (its `prange` loops run as plain `range` in the serial one). The number of
+  threads is Numba's `NUMBA_NUM_THREADS` or `numba.set_num_threads`.
+
+Decorating compiles nothing: Numba compiles a kernel on its first call, and `import numba`
+itself happens only when a kernel module is imported, never on `import refimpl`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numba
+
+__all__ = ["KernelPair", "cache_enabled", "kernel", "kernel_pair", "parallel_default"]
+
+
+def _flag(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    if raw.lower() in {"1", "true", "yes", "on"}:
+        return True
+    if raw.lower() in {"0", "false", "no", "off"}:
+        return False
+    from refimpl.errors import ConfigError
+
+    raise ConfigError(name, raw, "not a boolean switch", choices=("0", "1"))
+
+
+def cache_enabled() -> bool:
+    """Whether compiled kernels are cached on disk (`REFIMPL_NUMBA_CACHE`, default on)."""
+    return _flag("REFIMPL_NUMBA_CACHE", True)
+
+
+def parallel_default() -> bool:
+    """Whether `KernelPair.default` is the parallel variant (`REFIMPL_PARALLEL`, default off)."""
+    return _flag("REFIMPL_PARALLEL", False)
+
+
+def kernel(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Compile `fn` lazily as a serial, cached, nopython kernel."""
+    return numba.njit(cache=cache_enabled(), nogil=True, fastmath=False)(fn)
+
+
+@dataclass(frozen=True)
+class KernelPair:
+    """The serial and parallel builds of one kernel function."""
+
+    serial: Callable[..., Any]
+    parallel: Callable[..., Any]
+
+    @property
+    def default(self) -> Callable[..., Any]:
+        """The variant selected by `REFIMPL_PARALLEL`."""
+        return self.parallel if parallel_default() else self.serial
+
+
+def kernel_pair(fn: Callable[..., Any]) -> KernelPair:
+    """Compile `fn` lazily twice: serially and with `prange` loops run in parallel.
+
+    Both builds are cached: Numba 0.60+ caches `parallel=True` functions reliably, and CI's
+    compile time matters more than the older caching problems other projects worked around.
+    """
+    options = {"cache": cache_enabled(), "nogil": True, "fastmath": False}
+    return KernelPair(
+        serial=numba.njit(**options)(fn),
+        parallel=numba.njit(parallel=True, **options)(fn),
+    )
