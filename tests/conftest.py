@@ -1,4 +1,4 @@
-"""Shared test set-up: Numba's cache outside the repository, and a private refimpl cache folder.
+"""Shared test set-up: Numba's cache outside the repository, and the public traces fixture.
 
 Numba compiles each kernel once per machine; pointing `NUMBA_CACHE_DIR` at one shared folder
 (unless CI already did) lets every test process reuse the compiled kernels instead of writing
@@ -13,7 +13,7 @@ from pathlib import Path
 
 os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(tempfile.gettempdir()) / "refimpl-numba-cache"))
 
-import pytest  # noqa: E402  (the environment must be set before anything imports numba)
+import pytest
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 TRACES = Path(os.environ.get("REFIMPL_TRACES", SHARED / "traces"))
