@@ -12,6 +12,7 @@ from collections.abc import Iterable
 __all__ = [
     "CapacityError",
     "ConfigError",
+    "KVCacheError",
     "KernelInputError",
     "RefimplError",
     "TraceFormatError",
@@ -67,3 +68,7 @@ class KernelInputError(RefimplError):
 
 class CapacityError(RefimplError):
     """A request or table that cannot fit: more tokens, pages or SRAM than there are."""
+
+
+class KVCacheError(RefimplError):
+    """A page-pool call that does not fit the pool's state: an unknown or already-freed request."""

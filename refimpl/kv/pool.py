@@ -1,0 +1,387 @@
+"""The paged KV cache: a pool of fixed-size pages, page tables, refcounts and forks.
+
+Mirrors vLLM's block manager (PagedAttention, Kwon et al. 2023) and the seed's section 4: a page
+holds the K and V of `page_size` tokens in every layer; a request owns a page table (its page ids
+in order) and grows one page at a time; forks share pages by refcount and copy a shared last
+page before writing to it. All state lives in NumPy arrays that Numba kernels update, so a whole
+decode batch grows in one call; request ids map to array rows ("slots") through one dict.
+
+Invariants (checked by the tests after every operation): used + free = total pages; a page's
+refcount equals the number of page tables holding it; a page is free exactly when its refcount
+is 0; a failed call changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+
+from refimpl.config.model import ModelConfig
+from refimpl.errors import CapacityError, ConfigError, KVCacheError
+from refimpl.kv import _pool_kernels as K
+
+__all__ = ["PagePool", "PoolStats", "RequestState"]
+
+
+class RequestState(IntEnum):
+    """Where a request's KV lives."""
+
+    FREE = 0  # the slot holds no request
+    RESIDENT = 1  # pages in the pool, ready to run
+    SPILLED = 2  # pages moved to the CPU tier; must be restored before it runs
+
+
+@dataclass(frozen=True)
+class PoolStats:
+    """A snapshot of the pool, cheap enough to take every scheduler tick."""
+
+    num_pages: int
+    num_used_pages: int
+    num_free_pages: int
+    utilization: float  # used / total pages
+    wasted_token_slots: int  # unused slots in resident requests' last pages
+    num_resident: int
+    num_spilled: int
+    num_spilled_pages: int  # pages held in the CPU tier
+
+
+def _check_count(field: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ConfigError(field, value, "must be an integer")
+    if value < minimum:
+        raise ConfigError(field, value, f"must be at least {minimum}")
+    return int(value)
+
+
+class PagePool:
+    """A pool of `num_pages` KV pages of `page_size` tokens, with per-request page tables.
+
+    The free list is a LIFO stack: fresh pages come out in ascending order, and freed pages are
+    reused first (their memory is the most likely to be in cache).
+    """
+
+    def __init__(
+        self,
+        num_pages: int,
+        page_size: int,
+        *,
+        max_context: int | None = None,
+        cpu_tier_pages: int = 0,
+        initial_slots: int = 64,
+    ) -> None:
+        self.num_pages = _check_count("num_pages", num_pages, 1)
+        self.page_size = _check_count("page_size", page_size, 1)
+        limit = self.num_pages * self.page_size if max_context is None else max_context
+        self.max_context = _check_count("max_context", limit, 1)
+        self.cpu_tier_pages = _check_count("cpu_tier_pages", cpu_tier_pages, 0)
+        self.refcount = np.zeros(self.num_pages, dtype=np.int32)
+        # Pages come off the top: page 0 first.
+        self.free_stack = np.arange(self.num_pages - 1, -1, -1, dtype=np.int32)
+        self.counters = np.array([self.num_pages], dtype=np.int64)
+        self._error_info = np.zeros(1, dtype=np.int64)  # filled by a kernel that refuses
+        self.max_pages_per_request = int(K.pages_for(self.max_context, self.page_size))
+        self._slot_of: dict[int, int] = {}
+        self._free_slots: list[int] = []
+        self._alloc_slots(_check_count("initial_slots", initial_slots, 1))
+        self._spilled_pages = 0
+
+    @classmethod
+    def for_model(
+        cls, model: ModelConfig, memory_bytes: int, page_size: int = 16, **options: int
+    ) -> PagePool:
+        """A pool filling `memory_bytes` with pages of `page_size` tokens of `model`'s KV."""
+        page_size = _check_count("page_size", page_size, 1)
+        page_bytes = page_size * model.kv_bytes_per_token()
+        num_pages = int(memory_bytes) // page_bytes
+        if num_pages < 1:
+            raise CapacityError(
+                "memory_bytes", memory_bytes, f"holds no page of {page_bytes} bytes "
+                f"({page_size} tokens of {model.name})"
+            )
+        options.setdefault("max_context", model.max_context)
+        return cls(num_pages, page_size, **options)
+
+    # ---- slots -------------------------------------------------------------------------
+    def _alloc_slots(self, num_slots: int) -> None:
+        old = getattr(self, "states", np.zeros(0, dtype=np.int8)).shape[0]
+        width = self.max_pages_per_request
+
+        def grow(array: np.ndarray | None, shape: tuple[int, ...], fill: int, dtype) -> np.ndarray:
+            fresh = np.full(shape, fill, dtype=dtype)
+            if array is not None:
+                fresh[:old] = array
+            return fresh
+
+        self.tables = grow(getattr(self, "tables", None), (num_slots, width), -1, np.int32)
+        self.num_pages_of = grow(getattr(self, "num_pages_of", None), (num_slots,), 0, np.int32)
+        self.lengths = grow(getattr(self, "lengths", None), (num_slots,), 0, np.int32)
+        self.tokens_per_page = grow(
+            getattr(self, "tokens_per_page", None), (num_slots,), self.page_size, np.int32
+        )
+        self.states = grow(getattr(self, "states", None), (num_slots,), 0, np.int8)
+        self._free_slots.extend(range(num_slots - 1, old - 1, -1))
+
+    def _new_slot(self, request_id: int) -> int:
+        if isinstance(request_id, bool) or not isinstance(request_id, (int, np.integer)):
+            raise KVCacheError("request_id", request_id, "must be an integer")
+        if request_id in self._slot_of:
+            raise KVCacheError("request_id", request_id, "already holds pages in this pool")
+        if not self._free_slots:
+            self._alloc_slots(2 * self.states.shape[0])
+        return self._free_slots[-1]  # taken for real by _bind, once nothing can fail
+
+    def _bind(self, request_id: int, slot: int) -> None:
+        self._free_slots.pop()
+        self._slot_of[int(request_id)] = slot
+        self.states[slot] = RequestState.RESIDENT
+        self.tokens_per_page[slot] = self.page_size
+
+    def slot(self, request_id: int) -> int:
+        """The array row of a request (for batch calls); `KVCacheError` if it holds nothing."""
+        try:
+            return self._slot_of[request_id]
+        except (KeyError, TypeError):
+            raise KVCacheError(
+                "request_id", request_id, "holds no pages in this pool (never allocated, "
+                "or already freed)"
+            ) from None
+
+    def _resident_slot(self, request_id: int) -> int:
+        slot = self.slot(request_id)
+        if self.states[slot] != RequestState.RESIDENT:
+            raise KVCacheError("request_id", request_id, "is spilled to the CPU tier; "
+                               "restore it first")
+        return slot
+
+    # ---- queries -----------------------------------------------------------------------
+    @property
+    def num_free_pages(self) -> int:
+        """Pages on the free list."""
+        return int(self.counters[K.FREE])
+
+    @property
+    def num_used_pages(self) -> int:
+        """Pages held by at least one request."""
+        return self.num_pages - self.num_free_pages
+
+    def __contains__(self, request_id: object) -> bool:
+        return request_id in self._slot_of
+
+    def request_ids(self) -> list[int]:
+        """Ids of the requests holding pages (resident or spilled), in allocation order."""
+        return list(self._slot_of)
+
+    def page_table(self, request_id: int) -> list[int]:
+        """The request's page ids, in token order."""
+        slot = self.slot(request_id)
+        return self.tables[slot, : self.num_pages_of[slot]].tolist()
+
+    def length(self, request_id: int) -> int:
+        """Tokens of KV the request holds."""
+        return int(self.lengths[self.slot(request_id)])
+
+    def state(self, request_id: int) -> RequestState:
+        """Whether the request is resident or spilled."""
+        return RequestState(int(self.states[self.slot(request_id)]))
+
+    def pages_needed(self, num_tokens: int) -> int:
+        """Pages a new request of `num_tokens` tokens takes."""
+        return int(K.pages_for(_check_count("num_tokens", num_tokens, 0), self.page_size))
+
+    def can_allocate(self, num_tokens: int) -> bool:
+        """Whether `allocate` of `num_tokens` would succeed now (changes nothing)."""
+        return (
+            _check_count("num_tokens", num_tokens, 0) <= self.max_context
+            and self.pages_needed(num_tokens) <= self.num_free_pages
+        )
+
+    def can_append(self, request_id: int, num_tokens: int = 1) -> bool:
+        """Whether `append` would succeed now (changes nothing)."""
+        slot = self._resident_slot(request_id)
+        num_tokens = _check_count("num_tokens", num_tokens, 0)
+        if self.lengths[slot] + num_tokens > self.max_context:
+            return False
+        return self._append_need(slot, num_tokens) <= self.num_free_pages
+
+    def _append_need(self, slot: int, num_tokens: int) -> int:
+        return int(K.append_need(self.refcount, self.tables, self.num_pages_of, self.lengths,
+                                 self.tokens_per_page, slot, num_tokens))
+
+    def stats(self) -> PoolStats:
+        """Used and free pages, utilization, waste and requests per state."""
+        used = self.num_used_pages
+        waste = int(K.usage(self.num_pages_of, self.lengths, self.tokens_per_page, self.states,
+                            int(RequestState.RESIDENT)))
+        return PoolStats(
+            num_pages=self.num_pages,
+            num_used_pages=used,
+            num_free_pages=self.num_free_pages,
+            utilization=used / self.num_pages,
+            wasted_token_slots=waste,
+            num_resident=int(np.count_nonzero(self.states == RequestState.RESIDENT)),
+            num_spilled=int(np.count_nonzero(self.states == RequestState.SPILLED)),
+            num_spilled_pages=self._spilled_pages,
+        )
+
+    # ---- operations --------------------------------------------------------------------
+    def allocate(self, request_id: int, num_tokens: int) -> list[int]:
+        """Pages for a new request's `num_tokens` prompt tokens; returns its page table."""
+        num_tokens = _check_count("num_tokens", num_tokens, 0)
+        self._check_fits(request_id, num_tokens, self.pages_needed(num_tokens))
+        slot = self._new_slot(request_id)
+        self._bind(request_id, slot)
+        self._grow_slots(np.array([slot], np.int32), np.array([num_tokens], np.int32))
+        return self.page_table(request_id)
+
+    def _check_fits(self, request_id: int, num_tokens: int, need: int) -> None:
+        if num_tokens > self.max_context:
+            raise CapacityError("num_tokens", num_tokens, f"request {request_id} would exceed "
+                                f"the model's max context of {self.max_context} tokens")
+        if need > self.num_free_pages:
+            raise CapacityError("num_tokens", num_tokens, f"request {request_id} needs {need} "
+                                f"pages, {self.num_free_pages} are free")
+
+    def append(self, request_id: int, num_tokens: int = 1) -> list[tuple[int, int]]:
+        """Grow a request by `num_tokens`; returns copy-on-write copies `(src, dst)` made."""
+        slot = self._resident_slot(request_id)
+        return self._grow_slots(np.array([slot], np.int32),
+                                np.array([_check_count("num_tokens", num_tokens, 0)], np.int32))
+
+    def append_batch(self, slots: np.ndarray, num_tokens: np.ndarray | int = 1) -> np.ndarray:
+        """Grow many resident requests at once (slots from `slot()`), all or nothing.
+
+        Returns the copy-on-write pairs as an `(n, 2)` int32 array of `(src, dst)` pages.
+        """
+        slots = np.ascontiguousarray(slots, dtype=np.int32)
+        tokens = np.broadcast_to(np.asarray(num_tokens, dtype=np.int32), slots.shape)
+        if slots.ndim != 1:
+            raise KVCacheError("slots", slots.shape, "must be one-dimensional")
+        if slots.size and (slots.min() < 0 or slots.max() >= self.states.shape[0]
+                           or np.any(self.states[slots] != RequestState.RESIDENT)):
+            bad = slots[(slots < 0) | (slots >= self.states.shape[0])]
+            bad = bad if bad.size else slots[self.states[slots] != RequestState.RESIDENT]
+            raise KVCacheError("slots", int(bad[0]), "is not the slot of a resident request")
+        if tokens.size and tokens.min() < 0:
+            raise KVCacheError("num_tokens", int(tokens.min()), "must be >= 0")
+        if np.unique(slots).size != slots.size:
+            raise KVCacheError("slots", slots.tolist(), "lists a request twice")
+        cow = self._grow_slots(slots, np.ascontiguousarray(tokens))
+        return np.asarray(cow, dtype=np.int32).reshape(-1, 2)
+
+    def _grow_slots(self, slots: np.ndarray, tokens: np.ndarray) -> list[tuple[int, int]]:
+        cow = K.empty_cow(slots.shape[0])
+        done = K.append_batch(self.refcount, self.free_stack, self.counters, self.tables,
+                              self.num_pages_of, self.lengths, self.tokens_per_page, slots,
+                              tokens, self.max_context, cow, self._error_info)
+        if done == K.OVER_CONTEXT:
+            i = int(self._error_info[0])
+            request_id = self._request_of(int(slots[i]))
+            raise CapacityError("num_tokens", int(tokens[i]), f"request {request_id} holds "
+                                f"{int(self.lengths[slots[i]])} tokens; the model's max "
+                                f"context is {self.max_context}")
+        if done == K.NO_PAGES:
+            raise CapacityError("num_tokens", int(tokens.sum()), f"growing {slots.shape[0]} "
+                                f"request(s) needs {int(self._error_info[0])} pages, "
+                                f"{self.num_free_pages} are free")
+        return [(int(a), int(b)) for a, b in cow[:done]]
+
+    def _request_of(self, slot: int) -> int:
+        return next(r for r, s in self._slot_of.items() if s == slot)
+
+    def free(self, request_id: int) -> None:
+        """Release a request's pages (resident) or its CPU-tier copy (spilled)."""
+        slot = self.slot(request_id)
+        if self.states[slot] == RequestState.SPILLED:
+            self._spilled_pages -= int(self.num_pages_of[slot])
+            self.num_pages_of[slot] = 0
+        else:
+            K.release(self.refcount, self.free_stack, self.counters, self.tables,
+                      self.num_pages_of, slot, 0)
+        self._unbind(request_id, slot)
+
+    def _unbind(self, request_id: int, slot: int) -> None:
+        del self._slot_of[request_id]
+        self.tables[slot, :] = -1
+        self.lengths[slot] = 0
+        self.states[slot] = RequestState.FREE
+        self._free_slots.append(slot)
+
+    def fork(self, src_id: int, dst_id: int) -> list[int]:
+        """Start request `dst_id` sharing all of `src_id`'s pages (e.g. a shared prompt)."""
+        src = self._resident_slot(src_id)
+        dst = self._new_slot(dst_id)
+        self._bind(dst_id, dst)
+        K.share(self.refcount, self.tables, self.num_pages_of, self.lengths, self.tokens_per_page,
+                src, dst)
+        return self.page_table(dst_id)
+
+    def quantize(self, request_id: int, factor: int) -> list[int]:
+        """Repack a request's tokens `factor` times denser (e.g. 2 for 16-bit -> INT8).
+
+        Pages keep their size in bytes, so a page now holds `factor` times more tokens; the
+        request keeps the first pages of its table and frees the rest. Only pages the request
+        owns alone can be rewritten in place: a request sharing pages is refused.
+        Returns the pages freed.
+        """
+        slot = self._resident_slot(request_id)
+        factor = _check_count("factor", factor, 2)
+        owned = self.refcount[self.tables[slot, : self.num_pages_of[slot]]]
+        if np.any(owned > 1):
+            raise KVCacheError("request_id", request_id, "shares pages with a fork; only "
+                               "pages held alone can be quantized in place")
+        new_tpp = int(self.tokens_per_page[slot]) * factor
+        keep = int(K.pages_for(int(self.lengths[slot]), new_tpp))
+        freed = self.tables[slot, keep : self.num_pages_of[slot]].tolist()
+        self.tokens_per_page[slot] = new_tpp
+        K.release(self.refcount, self.free_stack, self.counters, self.tables, self.num_pages_of,
+                  slot, keep)
+        return freed
+
+    def is_quantized(self, request_id: int) -> bool:
+        """Whether the request's pages were repacked by `quantize`."""
+        return bool(self.tokens_per_page[self.slot(request_id)] > self.page_size)
+
+    def spill(self, request_id: int) -> int:
+        """Move a resident request's pages to the CPU tier; returns the pages moved."""
+        slot = self._resident_slot(request_id)
+        moved = int(self.num_pages_of[slot])
+        if self._spilled_pages + moved > self.cpu_tier_pages:
+            raise CapacityError("request_id", request_id, f"needs {moved} CPU-tier pages, "
+                                f"{self.cpu_tier_pages - self._spilled_pages} are free")
+        K.release(self.refcount, self.free_stack, self.counters, self.tables, self.num_pages_of,
+                  slot, 0)
+        self.num_pages_of[slot] = moved  # now counts CPU-tier pages
+        self._spilled_pages += moved
+        self.states[slot] = RequestState.SPILLED
+        return moved
+
+    def can_restore(self, request_id: int) -> bool:
+        """Whether `restore` would succeed now (changes nothing)."""
+        slot = self.slot(request_id)
+        return (self.states[slot] == RequestState.SPILLED
+                and int(self.num_pages_of[slot]) <= self.num_free_pages)
+
+    def restore(self, request_id: int) -> list[int]:
+        """Bring a spilled request back into fresh pages; returns its new page table."""
+        slot = self.slot(request_id)
+        if self.states[slot] != RequestState.SPILLED:
+            raise KVCacheError("request_id", request_id, "is not spilled")
+        need = int(self.num_pages_of[slot])
+        if need > self.num_free_pages:
+            raise CapacityError("request_id", request_id, f"needs {need} pages to come back, "
+                                f"{self.num_free_pages} are free")
+        self._spilled_pages -= need
+        length = int(self.lengths[slot])
+        self.num_pages_of[slot] = 0
+        self.lengths[slot] = 0
+        self.states[slot] = RequestState.RESIDENT
+        self._grow_slots(np.array([slot], np.int32), np.array([length], np.int32))
+        return self.page_table(request_id)
+
+    def free_all(self, request_ids: Sequence[int] | None = None) -> None:
+        """Free the given requests (default: every request in the pool)."""
+        for request_id in list(self._slot_of if request_ids is None else request_ids):
+            self.free(request_id)
