@@ -1,0 +1,129 @@
+"""Attention of new queries over a paged KV cache: decode (one query) and chunked prefill.
+
+A sequence's keys live in fixed-size pages scattered through the cache, found through its page
+table (vLLM's PagedAttention, Kwon et al., 2023). A work item is (sequence, KV head, group of
+query heads, query tile); it gathers whole pages of its KV head into a scratch K/V tile,
+decoding INT8 or FP8 codes with the page's scale on the way, so the arithmetic is the same
+float32 tile step as prefill. Every copy is counted in `counters`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import prange
+
+from refimpl._numba import kernel, kernel_pair
+from refimpl.kernels._tile import (
+    FLOPS,
+    READ_BYTES,
+    SRAM_BYTES,
+    WRITE_BYTES,
+    attend_tile,
+    load_queries,
+    new_scratch,
+    rows_view,
+    scratch_bytes,
+    store_rows,
+)
+from refimpl.kernels.costs import FLOAT_BYTES, PAGE_ID_BYTES
+
+
+@kernel
+def load_row(dst, src, scale, lut):
+    """dst = decoded src * scale; `lut` (256,) decodes FP8 codes, empty for float or INT8."""
+    if lut.shape[0] > 0:
+        for x in range(dst.shape[0]):
+            dst[x] = lut[np.uint8(src[x])] * scale
+    else:
+        for x in range(dst.shape[0]):
+            dst[x] = np.float32(src[x]) * scale
+
+
+@kernel
+def load_kv_pages(ks, vs, k2, v2, k_scales, v_scales, lut, block_table, key0, page_size,
+                  num_kv_heads, kv_head):
+    """Gather keys and values key0 .. key0 + len(ks) - 1 of one KV head from their pages.
+
+    k2, v2: (num_pages * P * Hkv, d) rows; k_scales, v_scales: (num_pages, Hkv), or empty for
+    float pages. Returns the bytes read (page ids, scales, rows) for the counters.
+    """
+    key_end = key0 + ks.shape[0]
+    is_quantized = k_scales.shape[0] > 0
+    row_bytes = ks.shape[1] * k2.itemsize
+    nbytes = 0
+    for page_index in range(key0 // page_size, (key_end - 1) // page_size + 1):
+        page = block_table[page_index]
+        nbytes += PAGE_ID_BYTES
+        k_scale = np.float32(1.0)
+        v_scale = np.float32(1.0)
+        if is_quantized:
+            k_scale = k_scales[page, kv_head]
+            v_scale = v_scales[page, kv_head]
+            nbytes += 2 * FLOAT_BYTES
+        first = page_index * page_size  # position of the page's first key
+        for t in range(max(first, key0), min(first + page_size, key_end)):
+            row = (page * page_size + t - first) * num_kv_heads + kv_head
+            load_row(ks[t - key0], k2[row], k_scale, lut)
+            load_row(vs[t - key0], v2[row], v_scale, lut)
+            nbytes += 2 * row_bytes
+    return nbytes
+
+
+@kernel_pair
+def paged_kernel(q, k_cache, v_cache, k_scales, v_scales, lut, block_tables, q_starts, out,
+                 tile_q, pages_per_tile, heads_per_tile, counters):
+    """out = causal attention of each sequence's C queries over its paged keys and values.
+
+    q, out: (B, Hq, C, d), query i of sequence b at position q_starts[b] + i, which attends to
+    keys 0 .. q_starts[b] + i. k_cache, v_cache: (num_pages, P, Hkv, d) float32, int8 or uint8
+    FP8 codes; k_scales, v_scales: (num_pages, Hkv) float32, or (0, 0) for float pages; lut:
+    (256,) FP8 decode table or (0,); block_tables: (B, max_pages) int32; q_starts: (B,) int32;
+    counters: (num_items, NUM_COUNTERS) int64.
+    """
+    batch, num_q_heads, num_queries, head_dim = q.shape
+    page_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
+    group = num_q_heads // num_kv_heads
+    chunks = group // heads_per_tile
+    num_q_tiles = (num_queries + tile_q - 1) // tile_q
+    tile_k = pages_per_tile * page_size
+    q2 = q.reshape(-1, head_dim)  # (B*Hq*C, d)
+    out2 = out.reshape(-1, head_dim)
+    k2 = k_cache.reshape(-1, head_dim)  # (num_pages*P*Hkv, d)
+    v2 = v_cache.reshape(-1, head_dim)
+    scale = np.float32(1.0 / math.sqrt(head_dim))
+    for item in prange(batch * num_kv_heads * chunks * num_q_tiles):
+        q_tile = item % num_q_tiles
+        chunk = (item // num_q_tiles) % chunks
+        kv_head = (item // (num_q_tiles * chunks)) % num_kv_heads
+        b = item // (num_q_tiles * chunks * num_kv_heads)
+        q0 = q_tile * tile_q
+        rows = min(tile_q, num_queries - q0)
+        num_rows = heads_per_tile * rows
+        scratch = new_scratch(heads_per_tile * tile_q, tile_k, head_dim)
+        counters[item, SRAM_BYTES] = scratch_bytes(scratch)
+        qs_buf, ks_buf, vs_buf, s_buf, pv_buf, o_buf, m_buf, l_buf = scratch
+        qs = rows_view(qs_buf, num_rows, head_dim)
+        pv = rows_view(pv_buf, num_rows, head_dim)
+        o = rows_view(o_buf, num_rows, head_dim)
+        m = m_buf[:num_rows]
+        l = l_buf[:num_rows]  # noqa: E741
+        m[:] = -np.inf
+        l[:] = 0.0
+        o[:] = 0.0
+        q_row0 = ((b * num_kv_heads + kv_head) * group + chunk * heads_per_tile) * num_queries + q0
+        counters[item, READ_BYTES] += load_queries(qs, q2, q_row0, rows, num_queries, scale)
+        pos0 = q_starts[b] + q0  # position of the tile's first query
+        table = block_tables[b]
+        for key0 in range(0, pos0 + rows, tile_k):
+            num_keys = min(tile_k, pos0 + rows - key0)
+            ks = ks_buf[:num_keys]
+            vs = vs_buf[:num_keys]
+            counters[item, READ_BYTES] += load_kv_pages(ks, vs, k2, v2, k_scales, v_scales, lut,
+                                                        table, key0, page_size, num_kv_heads,
+                                                        kv_head)
+            s = rows_view(s_buf, num_rows, num_keys)
+            attend_tile(qs, ks, vs, s, pv, m, l, o, rows, pos0, key0, True)
+            counters[item, FLOPS] += 2 * 2 * num_rows * num_keys * head_dim
+        counters[item, WRITE_BYTES] += store_rows(out2, o, l, q_row0, rows, num_queries)
