@@ -318,6 +318,12 @@ class PagePool:
                 src, dst)
         return self.page_table(dst_id)
 
+    def can_quantize(self, request_id: int) -> bool:
+        """Whether `quantize` would succeed now: resident, with no page shared (changes nothing)."""
+        slot = self.slot(request_id)
+        owned = self.refcount[self.tables[slot, : self.num_pages_of[slot]]]
+        return bool(self.states[slot] == RequestState.RESIDENT and not np.any(owned > 1))
+
     def quantize(self, request_id: int, factor: int) -> list[int]:
         """Repack a request's tokens `factor` times denser (e.g. 2 for 16-bit -> INT8).
 
@@ -328,8 +334,7 @@ class PagePool:
         """
         slot = self._resident_slot(request_id)
         factor = _check_count("factor", factor, 2)
-        owned = self.refcount[self.tables[slot, : self.num_pages_of[slot]]]
-        if np.any(owned > 1):
+        if not self.can_quantize(request_id):
             raise KVCacheError("request_id", request_id, "shares pages with a fork; only "
                                "pages held alone can be quantized in place")
         new_tpp = int(self.tokens_per_page[slot]) * factor
@@ -344,8 +349,18 @@ class PagePool:
         """Whether the request's pages were repacked by `quantize`."""
         return bool(self.tokens_per_page[self.slot(request_id)] > self.page_size)
 
+    def can_spill(self, request_id: int) -> bool:
+        """Whether `spill` would succeed now: resident, and the CPU tier has room."""
+        slot = self.slot(request_id)
+        return bool(self.states[slot] == RequestState.RESIDENT
+                    and self._spilled_pages + self.num_pages_of[slot] <= self.cpu_tier_pages)
+
     def spill(self, request_id: int) -> int:
-        """Move a resident request's pages to the CPU tier; returns the pages moved."""
+        """Move a resident request's pages to the CPU tier; returns the pages moved.
+
+        Pages shared with a fork stay in the pool for the fork; the spilled copy is private,
+        so a restored request no longer shares them.
+        """
         slot = self._resident_slot(request_id)
         moved = int(self.num_pages_of[slot])
         if self._spilled_pages + moved > self.cpu_tier_pages:
