@@ -34,7 +34,11 @@ def load_solution(path: str | os.PathLike[str], exercise: str) -> ModuleType:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as error:  # a syntax error or any failure at import time
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # a syntax error, a time limit, exit() at import time
+        # Re-raised as an `Exception`: pytest caches those for a module-scoped fixture, so
+        # every later test fails with this message, but not `BaseException`s.
         del sys.modules[name]
         where = traceback.extract_tb(error.__traceback__)[-1:] or None
         line = f" (line {where[0].lineno})" if where and where[0].filename == str(path) else ""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 import signal
 import traceback
 from collections.abc import Iterator
@@ -27,10 +28,16 @@ except ImportError:  # pragma: no cover - Windows
 DEFAULT_TIME_LIMIT_S = 10.0
 DEFAULT_MEMORY_LIMIT_MB = 1024
 MESSAGE_CHARS = 300  # longest failure message kept per test
+# Exception names dropped from the front of a message (pytest may qualify them with modules).
+_OWN_EXCEPTION = re.compile(r"^([\w.]+\.)?(AssertionError|LimitError|SolutionLoadError): ")
 
 
 class TimeLimitExceeded(BaseException):
     """A test ran past its time limit (raised from the SIGALRM handler)."""
+
+
+class LimitError(Exception):
+    """A test failed by a limit: too slow or too much memory (reported as a plain failure)."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -69,31 +76,38 @@ def _address_space_bytes() -> int:
     return pages * resource.getpagesize()
 
 
-def _raise_time_limit(signum: int, frame: object) -> None:
-    raise TimeLimitExceeded
+def _alarm_handler(limit_s: float):
+    def raise_time_limit(signum: int, frame: object) -> None:
+        raise TimeLimitExceeded(f"took longer than the {limit_s:g} s time limit "
+                                "(an infinite loop, or far too slow)")
+    return raise_time_limit
 
 
 def _limited(item: pytest.Item, phase: str) -> Iterator[None]:
     """Run one phase of a test under the time limit; turn limits into clear failures."""
     limit_s = item.config.getoption("--grade-time-limit")
-    previous = signal.signal(signal.SIGALRM, _raise_time_limit)
+    previous = signal.signal(signal.SIGALRM, _alarm_handler(limit_s))
     signal.setitimer(signal.ITIMER_REAL, limit_s)
-    failure: BaseException | None = None
+    try:
+        return (yield from _converting_limits(item.config, phase))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _converting_limits(config: pytest.Config, phase: str) -> Iterator[None]:
+    """Pass a hook's outcome through, turning a hit limit into a `LimitError`."""
+    failure: LimitError | None = None
     try:
         return (yield)
-    except TimeLimitExceeded:
-        failure = AssertionError(f"{phase} took longer than the {limit_s:g} s time limit "
-                                 "(an infinite loop, or far too slow)")
+    except TimeLimitExceeded as error:
+        failure = LimitError(f"{phase} {error}")
     except MemoryError as error:
         # The traceback holds the frames, and the frames hold what was allocated: clear them,
         # or the memory stays taken for every later test.
         traceback.clear_frames(error.__traceback__)
-        failure = AssertionError(f"{phase} ran out of memory (more than the "
-                                 f"{item.config.getoption('--grade-memory-limit-mb')} MiB "
-                                 "allowed): MemoryError")
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        failure = LimitError(f"{phase} ran out of memory (more than the "
+                             f"{config.getoption('--grade-memory-limit-mb')} MiB allowed)")
     gc.collect()
     raise failure
 
@@ -190,7 +204,5 @@ def _message(report: pytest.TestReport | pytest.CollectReport) -> str:
     text = crash.message if crash is not None else str(report.longrepr)
     # Assertion rewriting appends the compared values on later lines; keep the first one.
     text = " ".join(text.strip().splitlines()[:1]) or "failed"
-    text = text.removeprefix("AssertionError: ")
-    if report.when == "setup" and "SolutionLoadError: " in text:
-        text = text.split("SolutionLoadError: ", 1)[1]
+    text = _OWN_EXCEPTION.sub("", text)  # the message says it all; other names are kept
     return text[:MESSAGE_CHARS]
