@@ -1,0 +1,170 @@
+"""Whole-model step time: what the serving engine asks the cost model once per engine step.
+
+A step runs every layer once over this step's new tokens: prefill chunks and one token per
+decoding sequence, batched together as in Sarathi-Serve / vLLM v1. `RooflineStepModel` is
+analytic (spec-sheet GPUs, Williams et al.'s roofline per operation); `ProfiledStepModel`
+(refimpl.costmodel.profiled) is fitted to this CPU's measured kernels and GEMMs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from refimpl.config import HardwareSpec, ModelConfig, dtype_bytes
+from refimpl.errors import ConfigError
+
+if TYPE_CHECKING:
+    from refimpl.costmodel.table import CostTable
+
+__all__ = [
+    "DEFAULT_STEP_OVERHEAD_S",
+    "RooflineStepModel",
+    "StepShape",
+    "StepTimeModel",
+    "step_time_model",
+]
+
+# Fixed cost of one engine step that no FLOP or byte count sees: kernel launches (with CUDA
+# graphs a few microseconds each), sampling, and the host-side bookkeeping of the step.
+# 50 us is the order vLLM reports for a graph-captured decode step's host overhead.
+DEFAULT_STEP_OVERHEAD_S = 50e-6
+
+
+def _count(field: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(field, value, "must be a whole number >= 0")
+
+
+@dataclass(frozen=True)
+class StepShape:
+    """The work of one engine step, summed over its sequences."""
+
+    prefill_tokens: int  # new prompt tokens computed this step, all chunks together
+    prefill_pairs: int  # causal query-key pairs of those chunks: c*s + c*(c+1)//2 per chunk
+    decode_seqs: int  # sequences producing one token this step
+    decode_context_tokens: int  # sum of those sequences' context lengths (KV tokens read)
+
+    def __post_init__(self) -> None:
+        for field in ("prefill_tokens", "prefill_pairs", "decode_seqs", "decode_context_tokens"):
+            _count(field, getattr(self, field))
+        # A chunk of c tokens has at least c(c+1)/2 >= c pairs, and each sequence reads >= 1 token.
+        if self.prefill_pairs < self.prefill_tokens:
+            raise ConfigError("prefill_pairs", self.prefill_pairs,
+                              f"must be >= prefill_tokens={self.prefill_tokens}")
+        if self.decode_context_tokens < self.decode_seqs:
+            raise ConfigError("decode_context_tokens", self.decode_context_tokens,
+                              f"must be >= decode_seqs={self.decode_seqs}")
+
+    @staticmethod
+    def chunk_pairs(chunk_tokens: int, start: int) -> int:
+        """Causal pairs of a chunk of `chunk_tokens` queries starting at position `start`."""
+        return chunk_tokens * start + chunk_tokens * (chunk_tokens + 1) // 2
+
+
+class StepTimeModel(Protocol):
+    """Seconds of one engine step over all layers; the engine's virtual clock advances by it."""
+
+    def step_time(self, shape: StepShape) -> float:
+        """Seconds for the step `shape`."""
+        ...
+
+    def step_time_parts(self, prefill_tokens: int, prefill_pairs: int, decode_seqs: int,
+                        decode_context_tokens: int) -> float:
+        """`step_time` without building a `StepShape` (the engine's hot path; no checks)."""
+        ...
+
+
+def _layer_linear_params(model: ModelConfig) -> int:
+    """Weights of one layer's projections: Q, K, V, O and the MLP."""
+    d_q = model.num_heads * model.head_dim
+    d_kv = model.num_kv_heads * model.head_dim
+    mlp_matrices = 3 if model.gated_mlp else 2  # SwiGLU: gate, up, down; OPT: up, down
+    return (model.hidden_size * (d_q + 2 * d_kv)  # Q, K, V projections
+            + d_q * model.hidden_size  # output projection
+            + mlp_matrices * model.hidden_size * model.intermediate_size)
+
+
+class RooflineStepModel:
+    """Analytic step time on a spec-sheet device: nothing here is measured.
+
+    Each part of the step takes max(FLOPs / peak, bytes / bandwidth) (the roofline), and the
+    parts run one after another, so their times add:
+    - linear layers: 2 FLOPs per weight per token (the LM head only for decoding sequences:
+      the shape does not say which prefill chunk completes its prompt), and every weight read
+      once per step; activations are left out of the bytes (small beside the weights);
+    - prefill attention: 4 * Hq * d FLOPs per causal pair per layer (QK^T and PV), and the
+      chunk's Q, O and new K, V moved once;
+    - decode attention: every context token's K and V read once (the seed's KV bytes per
+      token), 4 * Hq * d FLOPs per context token per layer, and Q, O and the new K, V;
+    - plus `overhead_s` per non-empty step. An empty step costs 0.
+    """
+
+    def __init__(self, model: ModelConfig, hardware: HardwareSpec, *,
+                 overhead_s: float = DEFAULT_STEP_OVERHEAD_S) -> None:
+        if not overhead_s >= 0:
+            raise ConfigError("overhead_s", overhead_s, "must be >= 0")
+        self.model = model
+        self.hardware = hardware
+        self.overhead_s = float(overhead_s)
+        w_bytes = dtype_bytes(model.weight_dtype, "weight_dtype")  # activations use it too
+        layers = model.num_layers
+        lm_head_params = model.vocab_size * model.hidden_size
+        q_width = model.num_heads * model.head_dim
+        # FLOPs and bytes per unit of each StepShape field, whole model (all layers).
+        self._linear_flops_per_token = 2 * layers * _layer_linear_params(model)
+        self._lm_head_flops_per_seq = 2 * lm_head_params
+        self._weight_bytes = w_bytes * (layers * _layer_linear_params(model) + lm_head_params)
+        self._attn_flops_per_pair = 4 * q_width * layers  # QK^T and PV, 2 FLOPs per MAC
+        self._new_token_bytes = (2 * q_width * w_bytes * layers  # Q read, O written per layer
+                                 + model.kv_bytes_per_token())  # its K and V stored
+        self._kv_bytes_per_context_token = model.kv_bytes_per_token()
+        flop_s = 1.0 / hardware.peak_flops
+        byte_s = 1.0 / hardware.memory_bandwidth_bytes_s
+        # Seconds per unit, so the hot path is a few multiplies and max().
+        self._linear_s_per_token = self._linear_flops_per_token * flop_s
+        self._lm_head_s_per_seq = self._lm_head_flops_per_seq * flop_s
+        self._weights_s = self._weight_bytes * byte_s
+        self._attn_s_per_pair = self._attn_flops_per_pair * flop_s
+        self._new_token_s = self._new_token_bytes * byte_s
+        self._kv_s_per_context_token = self._kv_bytes_per_context_token * byte_s
+
+    def step_time(self, shape: StepShape) -> float:
+        """Seconds for the step `shape`."""
+        return self.step_time_parts(shape.prefill_tokens, shape.prefill_pairs,
+                                    shape.decode_seqs, shape.decode_context_tokens)
+
+    def step_time_parts(self, prefill_tokens: int, prefill_pairs: int, decode_seqs: int,
+                        decode_context_tokens: int) -> float:
+        """`step_time` from the four counts, with no allocation (the engine calls it per step)."""
+        if prefill_tokens + decode_seqs <= 0:
+            return 0.0
+        linear_s = max((prefill_tokens + decode_seqs) * self._linear_s_per_token
+                       + decode_seqs * self._lm_head_s_per_seq, self._weights_s)
+        prefill_s = max(prefill_pairs * self._attn_s_per_pair,
+                        prefill_tokens * self._new_token_s)
+        decode_s = max(decode_context_tokens * self._attn_s_per_pair,
+                       decode_context_tokens * self._kv_s_per_context_token
+                       + decode_seqs * self._new_token_s)
+        return self.overhead_s + linear_s + prefill_s + decode_s
+
+    def counts(self, shape: StepShape) -> tuple[float, float]:
+        """(FLOPs, bytes) of the whole step: its arithmetic intensity against the ridge point."""
+        tokens = shape.prefill_tokens + shape.decode_seqs
+        flops = (tokens * self._linear_flops_per_token
+                 + shape.decode_seqs * self._lm_head_flops_per_seq
+                 + (shape.prefill_pairs + shape.decode_context_tokens) * self._attn_flops_per_pair)
+        nbytes = ((self._weight_bytes if tokens else 0) + tokens * self._new_token_bytes
+                  + shape.decode_context_tokens * self._kv_bytes_per_context_token)
+        return float(flops), float(nbytes)
+
+
+def step_time_model(model: ModelConfig, hardware: HardwareSpec,
+                    table: CostTable | None = None) -> StepTimeModel:
+    """The step-time model for `model` on `hardware`.
+
+    For now every device gets `RooflineStepModel` (measured hardware: the roofline of its
+    probed figures); the profiled CPU model arrives behind the same protocol.
+    """
+    del table  # used once the profiled model lands
+    return RooflineStepModel(model, hardware)
