@@ -27,7 +27,13 @@ from typing import Any
 
 import numba
 
-__all__ = ["KernelPair", "cache_enabled", "kernel", "kernel_pair", "parallel_default"]
+__all__ = [
+    "KernelPair",
+    "cache_enabled",
+    "kernel",
+    "kernel_pair",
+    "parallel_default",
+]
 
 
 def _flag(name: str, default: bool) -> bool:

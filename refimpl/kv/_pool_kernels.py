@@ -10,95 +10,80 @@ pool never holds a partial allocation.
 
 from __future__ import annotations
 
-import numpy as np
-
 from refimpl._numba import kernel
 
 FREE = 0  # counters[FREE]: number of free pages (height of the free stack)
 
-# Return codes of the append kernels (>= 0 is the number of copy-on-write copies made).
+# Return codes of the append kernels (>= 0 is the number of copy-on-write copies made);
+# on an error, `info[0]` is the index of the offending entry (or the pages needed).
 NO_PAGES = -1
 OVER_CONTEXT = -2
-
-
-@kernel
-def pages_for(num_tokens, tokens_per_page):
-    """Pages that hold `num_tokens` tokens (a ceiling division)."""
-    return (num_tokens + tokens_per_page - 1) // tokens_per_page
-
-
-@kernel
-def append_need(refcount, tables, num_pages_of, lengths, tokens_per_page, slot, num_tokens):
-    """New pages one request needs to grow by `num_tokens`, copy-on-write page included."""
-    tpp = tokens_per_page[slot]
-    length = lengths[slot]
-    need = pages_for(length + num_tokens, tpp) - num_pages_of[slot]
-    # A partly filled last page shared with a fork must be copied before it is written.
-    if num_tokens > 0 and length % tpp != 0 and refcount[tables[slot, num_pages_of[slot] - 1]] > 1:
-        need += 1
-    return need
-
-
-@kernel
-def _pop(free_stack, counters):
-    counters[FREE] -= 1
-    return free_stack[counters[FREE]]
-
-
-@kernel
-def _push(free_stack, counters, page):
-    free_stack[counters[FREE]] = page
-    counters[FREE] += 1
-
-
-@kernel
-def _grow(refcount, free_stack, counters, tables, num_pages_of, lengths, tokens_per_page,
-          slot, num_tokens, cow_out, num_cow):
-    """Append `num_tokens` to one slot whose need was already checked; returns copies made."""
-    tpp = tokens_per_page[slot]
-    length = lengths[slot]
-    last = num_pages_of[slot] - 1
-    if num_tokens > 0 and length % tpp != 0 and refcount[tables[slot, last]] > 1:
-        shared = tables[slot, last]
-        fresh = _pop(free_stack, counters)
-        refcount[shared] -= 1
-        refcount[fresh] = 1
-        tables[slot, last] = fresh
-        cow_out[num_cow, 0] = shared  # the caller copies the page's contents shared -> fresh
-        cow_out[num_cow, 1] = fresh
-        num_cow += 1
-    target = pages_for(length + num_tokens, tpp)
-    for i in range(num_pages_of[slot], target):
-        page = _pop(free_stack, counters)
-        refcount[page] = 1
-        tables[slot, i] = page
-    num_pages_of[slot] = target
-    lengths[slot] = length + num_tokens
-    return num_cow
-
+BAD_SLOT = -3  # out of range, or not a resident request
+DUPLICATE = -4  # the same slot twice in one batch
+NEGATIVE = -5  # a negative token count
 
 @kernel
 def append_batch(refcount, free_stack, counters, tables, num_pages_of, lengths, tokens_per_page,
-                 slots, num_tokens, max_tokens, cow_out, info):
+                 states, resident, marks, epoch, slots, num_tokens, max_tokens, dry_run,
+                 cow_out, info):
     """Grow every `slots[i]` by `num_tokens[i]`, all or nothing; returns copies or an error code.
 
-    On an error, `info[0]` says which entry was over the context, or how many pages were needed.
+    Everything is checked before anything changes; with `dry_run` nothing changes and the
+    return value is the number of free pages the growth needs. `marks[slot] == epoch` flags a
+    slot already seen in this batch (a fresh `epoch` per call avoids clearing `marks`).
+    Written as one loop body with no helper calls: a call per element costs more than the
+    work (see `refimpl._numba.inline_kernel`).
     """
     need = 0
     for i in range(slots.shape[0]):
         slot = slots[i]
-        if lengths[slot] + num_tokens[i] > max_tokens:
-            info[0] = i
+        info[0] = i
+        if slot < 0 or slot >= states.shape[0] or states[slot] != resident:
+            return BAD_SLOT
+        if marks[slot] == epoch:
+            return DUPLICATE
+        marks[slot] = epoch
+        grow = num_tokens[i]
+        if grow < 0:
+            return NEGATIVE
+        length = lengths[slot]
+        if length + grow > max_tokens:
             return OVER_CONTEXT
-        need += append_need(refcount, tables, num_pages_of, lengths, tokens_per_page, slot,
-                            num_tokens[i])
+        tpp = tokens_per_page[slot]
+        need += (length + grow + tpp - 1) // tpp - num_pages_of[slot]
+        # A partly filled last page shared with a fork is copied before it is written.
+        if grow > 0 and length % tpp != 0 and refcount[tables[slot, num_pages_of[slot] - 1]] > 1:
+            need += 1
+    if dry_run:
+        return need
     if need > counters[FREE]:
         info[0] = need
         return NO_PAGES
     num_cow = 0
     for i in range(slots.shape[0]):
-        num_cow = _grow(refcount, free_stack, counters, tables, num_pages_of, lengths,
-                        tokens_per_page, slots[i], num_tokens[i], cow_out, num_cow)
+        slot = slots[i]
+        grow = num_tokens[i]
+        tpp = tokens_per_page[slot]
+        length = lengths[slot]
+        last = num_pages_of[slot] - 1
+        if grow > 0 and length % tpp != 0 and refcount[tables[slot, last]] > 1:
+            counters[FREE] -= 1
+            fresh = free_stack[counters[FREE]]
+            shared = tables[slot, last]
+            refcount[shared] -= 1
+            refcount[fresh] = 1
+            tables[slot, last] = fresh
+            cow_out[num_cow, 0] = shared  # the caller copies the page's contents
+            cow_out[num_cow, 1] = fresh
+            num_cow += 1
+        target = (length + grow + tpp - 1) // tpp
+        for j in range(num_pages_of[slot], target):
+            counters[FREE] -= 1
+            page = free_stack[counters[FREE]]
+            refcount[page] = 1
+            tables[slot, j] = page
+        num_pages_of[slot] = target
+        lengths[slot] = length + grow
     return num_cow
 
 
@@ -113,7 +98,8 @@ def release(refcount, free_stack, counters, tables, num_pages_of, slot, keep):
         page = tables[slot, i]
         refcount[page] -= 1
         if refcount[page] == 0:
-            _push(free_stack, counters, page)
+            free_stack[counters[FREE]] = page
+            counters[FREE] += 1
         tables[slot, i] = -1
     num_pages_of[slot] = keep
 
@@ -138,8 +124,3 @@ def usage(num_pages_of, lengths, tokens_per_page, states, resident_state):
         if states[slot] == resident_state:
             waste += num_pages_of[slot] * tokens_per_page[slot] - lengths[slot]
     return waste
-
-
-def empty_cow(num_entries: int) -> np.ndarray:
-    """Room for the copy-on-write pairs `(src_page, dst_page)` of `num_entries` appends."""
-    return np.empty((max(num_entries, 1), 2), dtype=np.int32)

@@ -48,6 +48,11 @@ class PoolStats:
     num_spilled_pages: int  # pages held in the CPU tier
 
 
+def _pages_for(num_tokens: int, tokens_per_page: int) -> int:
+    """Pages that hold `num_tokens` tokens."""
+    return -(-num_tokens // tokens_per_page)
+
+
 def _check_count(field: str, value: object, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ConfigError(field, value, "must be an integer")
@@ -82,7 +87,9 @@ class PagePool:
         self.free_stack = np.arange(self.num_pages - 1, -1, -1, dtype=np.int32)
         self.counters = np.array([self.num_pages], dtype=np.int64)
         self._error_info = np.zeros(1, dtype=np.int64)  # filled by a kernel that refuses
-        self.max_pages_per_request = int(K.pages_for(self.max_context, self.page_size))
+        self._epoch = 0  # batch counter for the duplicate check in `append_batch`
+        self._no_cow = np.empty((0, 2), dtype=np.int32)  # dry runs copy nothing
+        self.max_pages_per_request = _pages_for(self.max_context, self.page_size)
         self._slot_of: dict[int, int] = {}
         self._free_slots: list[int] = []
         self._alloc_slots(_check_count("initial_slots", initial_slots, 1))
@@ -122,6 +129,7 @@ class PagePool:
             getattr(self, "tokens_per_page", None), (num_slots,), self.page_size, np.int32
         )
         self.states = grow(getattr(self, "states", None), (num_slots,), 0, np.int8)
+        self._marks = grow(getattr(self, "_marks", None), (num_slots,), 0, np.int64)
         self._free_slots.extend(range(num_slots - 1, old - 1, -1))
 
     def _new_slot(self, request_id: int) -> int:
@@ -189,7 +197,7 @@ class PagePool:
 
     def pages_needed(self, num_tokens: int) -> int:
         """Pages a new request of `num_tokens` tokens takes."""
-        return int(K.pages_for(_check_count("num_tokens", num_tokens, 0), self.page_size))
+        return _pages_for(_check_count("num_tokens", num_tokens, 0), self.page_size)
 
     def can_allocate(self, num_tokens: int) -> bool:
         """Whether `allocate` of `num_tokens` would succeed now (changes nothing)."""
@@ -204,11 +212,9 @@ class PagePool:
         num_tokens = _check_count("num_tokens", num_tokens, 0)
         if self.lengths[slot] + num_tokens > self.max_context:
             return False
-        return self._append_need(slot, num_tokens) <= self.num_free_pages
-
-    def _append_need(self, slot: int, num_tokens: int) -> int:
-        return int(K.append_need(self.refcount, self.tables, self.num_pages_of, self.lengths,
-                                 self.tokens_per_page, slot, num_tokens))
+        need = self._run_append(np.array([slot], np.int32), np.array([num_tokens], np.int32),
+                                dry_run=True)
+        return need <= self.num_free_pages
 
     def stats(self) -> PoolStats:
         """Used and free pages, utilization, waste and requests per state."""
@@ -247,46 +253,58 @@ class PagePool:
     def append(self, request_id: int, num_tokens: int = 1) -> list[tuple[int, int]]:
         """Grow a request by `num_tokens`; returns copy-on-write copies `(src, dst)` made."""
         slot = self._resident_slot(request_id)
-        return self._grow_slots(np.array([slot], np.int32),
-                                np.array([_check_count("num_tokens", num_tokens, 0)], np.int32))
+        tokens = np.array([_check_count("num_tokens", num_tokens, 0)], np.int32)
+        return [(int(a), int(b)) for a, b in self._grow_slots(np.array([slot], np.int32), tokens)]
 
     def append_batch(self, slots: np.ndarray, num_tokens: np.ndarray | int = 1) -> np.ndarray:
         """Grow many resident requests at once (slots from `slot()`), all or nothing.
 
+        The hot path of a decode step: one Numba call checks and grows the whole batch.
         Returns the copy-on-write pairs as an `(n, 2)` int32 array of `(src, dst)` pages.
         """
+        slots = np.asarray(slots)
+        if slots.ndim != 1 or slots.dtype.kind not in "iu":
+            raise KVCacheError("slots", f"{slots.dtype} rank {slots.ndim}",
+                               "must be a one-dimensional integer array")
         slots = np.ascontiguousarray(slots, dtype=np.int32)
-        tokens = np.broadcast_to(np.asarray(num_tokens, dtype=np.int32), slots.shape)
-        if slots.ndim != 1:
-            raise KVCacheError("slots", slots.shape, "must be one-dimensional")
-        if slots.size and (slots.min() < 0 or slots.max() >= self.states.shape[0]
-                           or np.any(self.states[slots] != RequestState.RESIDENT)):
-            bad = slots[(slots < 0) | (slots >= self.states.shape[0])]
-            bad = bad if bad.size else slots[self.states[slots] != RequestState.RESIDENT]
-            raise KVCacheError("slots", int(bad[0]), "is not the slot of a resident request")
-        if tokens.size and tokens.min() < 0:
-            raise KVCacheError("num_tokens", int(tokens.min()), "must be >= 0")
-        if np.unique(slots).size != slots.size:
-            raise KVCacheError("slots", slots.tolist(), "lists a request twice")
-        cow = self._grow_slots(slots, np.ascontiguousarray(tokens))
-        return np.asarray(cow, dtype=np.int32).reshape(-1, 2)
+        if np.ndim(num_tokens) == 0:
+            tokens = np.full(slots.shape[0], num_tokens, dtype=np.int32)
+        else:
+            tokens = np.ascontiguousarray(num_tokens, dtype=np.int32)
+            if tokens.shape != slots.shape:
+                raise KVCacheError("num_tokens", tokens.shape, f"must match slots {slots.shape}")
+        return self._grow_slots(slots, tokens)
 
-    def _grow_slots(self, slots: np.ndarray, tokens: np.ndarray) -> list[tuple[int, int]]:
-        cow = K.empty_cow(slots.shape[0])
-        done = K.append_batch(self.refcount, self.free_stack, self.counters, self.tables,
-                              self.num_pages_of, self.lengths, self.tokens_per_page, slots,
-                              tokens, self.max_context, cow, self._error_info)
-        if done == K.OVER_CONTEXT:
-            i = int(self._error_info[0])
-            request_id = self._request_of(int(slots[i]))
-            raise CapacityError("num_tokens", int(tokens[i]), f"request {request_id} holds "
-                                f"{int(self.lengths[slots[i]])} tokens; the model's max "
-                                f"context is {self.max_context}")
+    def _run_append(self, slots: np.ndarray, tokens: np.ndarray, dry_run: bool,
+                    cow: np.ndarray | None = None) -> int:
+        self._epoch += 1
+        return int(K.append_batch(
+            self.refcount, self.free_stack, self.counters, self.tables, self.num_pages_of,
+            self.lengths, self.tokens_per_page, self.states, int(RequestState.RESIDENT),
+            self._marks, self._epoch, slots, tokens, self.max_context, dry_run,
+            self._no_cow if cow is None else cow, self._error_info,
+        ))
+
+    def _grow_slots(self, slots: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        cow = np.empty((slots.shape[0], 2), dtype=np.int32)  # (src, dst) page pairs
+        done = self._run_append(slots, tokens, dry_run=False, cow=cow)
+        if done >= 0:
+            return cow[:done]
+        info = self._error_info
+        i = int(info[0])
         if done == K.NO_PAGES:
             raise CapacityError("num_tokens", int(tokens.sum()), f"growing {slots.shape[0]} "
-                                f"request(s) needs {int(self._error_info[0])} pages, "
-                                f"{self.num_free_pages} are free")
-        return [(int(a), int(b)) for a, b in cow[:done]]
+                                f"request(s) needs {i} pages, {self.num_free_pages} are free")
+        if done == K.BAD_SLOT:
+            raise KVCacheError("slots", int(slots[i]), "is not the slot of a resident request")
+        if done == K.DUPLICATE:
+            raise KVCacheError("slots", int(slots[i]), "appears twice in one batch")
+        if done == K.NEGATIVE:
+            raise KVCacheError("num_tokens", int(tokens[i]), "must be >= 0")
+        raise CapacityError("num_tokens", int(tokens[i]), f"request "
+                            f"{self._request_of(int(slots[i]))} holds "
+                            f"{int(self.lengths[slots[i]])} tokens; the model's max context "
+                            f"is {self.max_context}")
 
     def _request_of(self, slot: int) -> int:
         return next(r for r, s in self._slot_of.items() if s == slot)
@@ -338,7 +356,7 @@ class PagePool:
             raise KVCacheError("request_id", request_id, "shares pages with a fork; only "
                                "pages held alone can be quantized in place")
         new_tpp = int(self.tokens_per_page[slot]) * factor
-        keep = int(K.pages_for(int(self.lengths[slot]), new_tpp))
+        keep = _pages_for(int(self.lengths[slot]), new_tpp)
         freed = self.tables[slot, keep : self.num_pages_of[slot]].tolist()
         self.tokens_per_page[slot] = new_tpp
         K.release(self.refcount, self.free_stack, self.counters, self.tables, self.num_pages_of,

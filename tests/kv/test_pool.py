@@ -148,7 +148,7 @@ def test_batch_append_rejects_bad_slots():
     pool.allocate(1, 1)
     with pytest.raises(KVCacheError, match="slots=3"):
         pool.append_batch(np.array([3]))
-    with pytest.raises(KVCacheError, match="lists a request twice"):
+    with pytest.raises(KVCacheError, match="appears twice in one batch"):
         pool.append_batch(np.array([0, 0]))
 
 
