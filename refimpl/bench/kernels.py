@@ -1,0 +1,297 @@
+"""`refimpl bench kernels`: attention kernel speed beside baselines timed in the same run.
+
+Prefill GFLOP/s beside PyTorch's `scaled_dot_product_attention` (if installed), the NumPy
+oracle and a float32 GEMM (`numpy.matmul` at 2048, this machine's practical peak); decode KV
+bytes per second beside a STREAM-style read of the same bytes; INT8 and FP8 pages against
+float32; and each tile candidate's analytic HBM bytes beside its measured time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from functools import partial
+from pathlib import Path
+
+import numba
+import numpy as np
+from numba import prange
+
+from refimpl._numba import kernel_pair
+from refimpl.bench._timing import best_seconds, threads
+from refimpl.kernels import (
+    PagedTiles,
+    PrefillTiles,
+    decode_attention,
+    decode_costs,
+    prefill_attention,
+    prefill_costs,
+    quantize_pages,
+    reference_attention,
+)
+
+__all__ = ["run"]
+
+PREFILL = {"batch": 1, "num_q_heads": 32, "num_kv_heads": 8, "head_dim": 128}
+DECODE = {"batch": 32, "num_q_heads": 32, "num_kv_heads": 8, "head_dim": 128, "page_size": 16}
+PREFILL_TILES = PrefillTiles(tile_q=64, tile_k=64, heads_per_tile=2)
+DECODE_PAGES_PER_TILE = 4
+
+
+@kernel_pair
+def _read_words(words, num_blocks):
+    """Sum of int64 words: a STREAM-style read (integer sums vectorize, float sums do not)."""
+    total = 0
+    size = words.shape[0]
+    for block in prange(num_blocks):
+        part = words[block * size // num_blocks: (block + 1) * size // num_blocks]
+        acc = 0
+        for i in range(part.shape[0]):
+            acc += part[i]
+        total += acc
+    return total
+
+
+def _read_all(read, arrays) -> None:
+    for words in arrays:
+        read(words, 64)  # 64 blocks: even shares for the threads
+
+
+def _causal_flops(seq_len: int) -> float:
+    """Useful FLOPs of causal prefill (QK^T and PV on the T(T+1)/2 unmasked pairs)."""
+    p = PREFILL
+    return 4.0 * p["batch"] * p["num_q_heads"] * p["head_dim"] * seq_len * (seq_len + 1) / 2
+
+
+def _gemm_gflops(repeats: int) -> float:
+    a = np.ones((2048, 2048), np.float32)
+    b = np.ones((2048, 2048), np.float32)
+    return 2 * 2048**3 / best_seconds(lambda: np.matmul(a, b), repeats) / 1e9
+
+
+def _torch_sdpa(q, k, v, num_threads: int, repeats: int) -> float | None:
+    """Seconds of PyTorch's CPU SDPA on the same arrays, or None without PyTorch."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(num_threads)
+    tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    with torch.inference_mode():
+        return best_seconds(lambda: sdpa(tq, tk, tv, is_causal=True, enable_gqa=True), repeats)
+
+
+def _oracle_seconds(q, k, v) -> float:
+    """The NumPy oracle, one query head at a time (the full float64 score matrix would not fit)."""
+    group = q.shape[1] // k.shape[1]
+
+    def all_heads() -> None:
+        for h in range(q.shape[1]):
+            g = h // group
+            reference_attention(q[:, h:h + 1], k[:, g:g + 1], v[:, g:g + 1])
+
+    return best_seconds(all_heads, repeats=1)
+
+
+def bench_prefill(seq_lens, thread_counts, repeats, rng) -> list[dict]:
+    """Prefill GFLOP/s of ours, PyTorch SDPA, the oracle and the GEMM peak, per T and threads."""
+    rows = []
+    for seq_len in seq_lens:
+        p = PREFILL
+        q = rng.standard_normal((p["batch"], p["num_q_heads"], seq_len, p["head_dim"]),
+                                dtype=np.float32)
+        k, v = (rng.standard_normal((p["batch"], p["num_kv_heads"], seq_len, p["head_dim"]),
+                                    dtype=np.float32) for _ in range(2))
+        flops = _causal_flops(seq_len)
+        for n in thread_counts:
+            with threads(n):
+                ours = best_seconds(partial(
+                    prefill_attention, q, k, v, tile_q=PREFILL_TILES.tile_q,
+                    tile_k=PREFILL_TILES.tile_k, heads_per_tile=PREFILL_TILES.heads_per_tile,
+                    parallel=n > 1, check_inputs_finite=False), repeats)
+                torch_s = _torch_sdpa(q, k, v, n, repeats)
+                oracle = _oracle_seconds(q, k, v) if seq_len <= 2048 else None
+                gemm = _gemm_gflops(repeats)
+            rows.append({
+                "seq_len": seq_len, "threads": n, "ours_gflops": flops / ours / 1e9,
+                "torch_gflops": None if torch_s is None else flops / torch_s / 1e9,
+                "oracle_gflops": None if oracle is None else flops / oracle / 1e9,
+                "gemm_peak_gflops": gemm, "ours_s": ours,
+            })
+    return rows
+
+
+def _paged_caches(context_len: int, rng):
+    """Float32 K/V caches holding B sequences of `context_len` tokens in shuffled pages."""
+    d = DECODE
+    pages_per_seq = context_len // d["page_size"]
+    num_pages = d["batch"] * pages_per_seq
+    shape = (num_pages, d["page_size"], d["num_kv_heads"], d["head_dim"])
+    k_cache = rng.standard_normal(shape, dtype=np.float32)
+    v_cache = rng.standard_normal(shape, dtype=np.float32)
+    tables = rng.permutation(num_pages).reshape(d["batch"], pages_per_seq).astype(np.int32)
+    q = rng.standard_normal((d["batch"], d["num_q_heads"], d["head_dim"]), dtype=np.float32)
+    return q, k_cache, v_cache, tables, np.full(d["batch"], context_len, np.int32)
+
+
+def bench_decode(context_lens, thread_counts, repeats, rng) -> list[dict]:
+    """Decode KV bytes/s beside a read of the same bytes; INT8 and FP8 tokens/s over float32."""
+    rows = []
+    for context_len in context_lens:
+        q, k_cache, v_cache, tables, lens = _paged_caches(context_len, rng)
+        words = [x.reshape(-1).view(np.int64) for x in (k_cache, v_cache)]
+        kv_bytes = sum(x.nbytes for x in (k_cache, v_cache))
+        quantized = {fmt: (quantize_pages(k_cache, fmt), quantize_pages(v_cache, fmt))
+                     for fmt in ("int8", "fp8_e4m3")}
+        for n in thread_counts:
+            with threads(n):
+                read = _read_words.parallel if n > 1 else _read_words.serial
+                stream = best_seconds(partial(_read_all, read, words), repeats)
+                seconds = {
+                    fmt: best_seconds(partial(
+                        decode_attention, q, kc, vc, tables, lens,
+                        pages_per_tile=DECODE_PAGES_PER_TILE, parallel=n > 1,
+                        check_inputs_finite=False), repeats)
+                    for fmt, (kc, vc) in [("float32", (k_cache, v_cache)), *quantized.items()]}
+            tokens = DECODE["batch"] * context_len  # context tokens read per step
+            rows.append({
+                "context_len": context_len, "threads": n,
+                "kv_bytes_s": kv_bytes / seconds["float32"], "stream_bytes_s": kv_bytes / stream,
+                "fraction_of_stream": stream / seconds["float32"],
+                **{f"{fmt}_tokens_s": tokens / s for fmt, s in seconds.items()},
+                "int8_over_float32": seconds["float32"] / seconds["int8"],
+                "fp8_over_float32": seconds["float32"] / seconds["fp8_e4m3"],
+            })
+    return rows
+
+
+def bench_tiles(seq_len, context_len, repeats, rng) -> list[dict]:
+    """Each tile candidate's analytic costs beside its measured time (one thread)."""
+    p = PREFILL
+    q = rng.standard_normal((1, p["num_q_heads"], seq_len, p["head_dim"]), dtype=np.float32)
+    k, v = (rng.standard_normal((1, p["num_kv_heads"], seq_len, p["head_dim"]), dtype=np.float32)
+            for _ in range(2))
+    rows = []
+    with threads(1):
+        for tile_q, tile_k, heads in [(16, 64, 4), (32, 64, 4), (64, 64, 2), (128, 64, 1),
+                                      (64, 128, 1), (128, 32, 2), (256, 32, 1)]:
+            tiles = PrefillTiles(tile_q, tile_k, heads)
+            costs = prefill_costs(tiles, batch=1, seq_len=seq_len, **{
+                key: p[key] for key in ("num_q_heads", "num_kv_heads", "head_dim")})
+            s = best_seconds(partial(
+                prefill_attention, q, k, v, tile_q=tile_q, tile_k=tile_k, heads_per_tile=heads,
+                parallel=False, check_inputs_finite=False), repeats)
+            rows.append({"kernel": "prefill", "tiles": str(tiles), "seq_len": seq_len,
+                         "sram_bytes": costs.sram_bytes, "hbm_bytes": costs.hbm_bytes,
+                         "arithmetic_intensity": costs.arithmetic_intensity, "seconds": s})
+        d = DECODE
+        q, k_cache, v_cache, tables, lens = _paged_caches(context_len, rng)
+        for pages, heads in [(1, 4), (4, 1), (4, 4), (16, 4)]:
+            tiles = PagedTiles(1, pages, heads)
+            costs = decode_costs(tiles, context_lens=lens.tolist(), **{
+                key: d[key] for key in ("num_q_heads", "num_kv_heads", "head_dim", "page_size")})
+            s = best_seconds(partial(
+                decode_attention, q, k_cache, v_cache, tables, lens, pages_per_tile=pages,
+                heads_per_tile=heads, parallel=False, check_inputs_finite=False), repeats)
+            rows.append({"kernel": "decode", "tiles": str(tiles), "context_len": context_len,
+                         "sram_bytes": costs.sram_bytes, "hbm_bytes": costs.hbm_bytes,
+                         "arithmetic_intensity": costs.arithmetic_intensity, "seconds": s})
+    return rows
+
+
+_FIRST_CALLS = """
+import time, numpy as np
+start = time.perf_counter()
+from refimpl.kernels import decode_attention, prefill_attention
+x = np.ones((1, 2, 16, 64), np.float32)
+prefill_attention(x, x, x, tile_q=8, tile_k=8, parallel=False)
+cache = np.ones((2, 16, 2, 64), np.float32)
+decode_attention(x[:, :, 0], cache, cache, np.array([[0, 1]]), np.array([20]), parallel=False)
+print(time.perf_counter() - start)
+"""
+
+
+def bench_compile() -> dict:
+    """Seconds to the first result of prefill and decode in fresh processes: cold, then cached."""
+    with tempfile.TemporaryDirectory() as cache_dir:
+        env = {**os.environ, "NUMBA_CACHE_DIR": cache_dir, "REFIMPL_NUMBA_CACHE": "1"}
+        cold, cached = (float(subprocess.run([sys.executable, "-c", _FIRST_CALLS], env=env,
+                                             check=True, capture_output=True, text=True).stdout)
+                        for _ in range(2))
+    return {"cold_s": cold, "cached_s": cached}
+
+
+def _fmt(x: float | None, spec: str = ".1f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def print_report(report: dict) -> None:
+    """The figures as text tables."""
+    c = report["compile"]
+    print(f"first call in a fresh process: {c['cold_s']:.1f} s compiling prefill + decode "
+          f"with an empty cache, {c['cached_s']:.2f} s loading them from the cache")
+    print("\nprefill, causal, B=1 Hq=32 Hkv=8 d=128, tiles "
+          f"{report['prefill_tiles']} (GFLOP/s of useful causal FLOPs)")
+    print(f"  {'T':>5} {'thr':>3} {'ours':>7} {'torch':>7} {'oracle':>7} {'GEMM':>7}"
+          f" {'ours/torch':>10} {'ours/GEMM':>9}")
+    for r in report["prefill"]:
+        vs_torch = None if r["torch_gflops"] is None else r["ours_gflops"] / r["torch_gflops"]
+        print(f"  {r['seq_len']:>5} {r['threads']:>3} {r['ours_gflops']:>7.1f}"
+              f" {_fmt(r['torch_gflops']):>7} {_fmt(r['oracle_gflops']):>7}"
+              f" {r['gemm_peak_gflops']:>7.1f} {_fmt(vs_torch, '.2f'):>10}"
+              f" {r['ours_gflops'] / r['gemm_peak_gflops']:>9.2f}")
+    if not report["torch_installed"]:
+        print("  torch: skipped: torch not installed")
+    print("\ndecode, B=32 Hq=32 Hkv=8 d=128, pages of 16 shuffled "
+          f"({DECODE_PAGES_PER_TILE} pages per tile)")
+    print(f"  {'ctx':>6} {'thr':>3} {'KV GB/s':>8} {'read GB/s':>9} {'% read':>6}"
+          f" {'f32 Mtok/s':>10} {'int8/f32':>8} {'fp8/f32':>7}")
+    for r in report["decode"]:
+        print(f"  {r['context_len']:>6} {r['threads']:>3} {r['kv_bytes_s'] / 1e9:>8.2f}"
+              f" {r['stream_bytes_s'] / 1e9:>9.2f} {100 * r['fraction_of_stream']:>6.0f}"
+              f" {r['float32_tokens_s'] / 1e6:>10.1f} {r['int8_over_float32']:>8.2f}"
+              f" {r['fp8_over_float32']:>7.2f}")
+    print("\ntile candidates (1 thread): analytic costs beside measured time")
+    print(f"  {'kernel':<8}{'tiles':<58}{'SRAM KiB':>9}{'HBM MiB':>9}{'FLOP/B':>8}{'ms':>9}")
+    for r in report["tiles"]:
+        print(f"  {r['kernel']:<8}{r['tiles']:<58}{r['sram_bytes'] / 1024:>9.1f}"
+              f"{r['hbm_bytes'] / 2**20:>9.1f}{r['arithmetic_intensity']:>8.1f}"
+              f"{1e3 * r['seconds']:>9.2f}")
+
+
+def run(*, quick: bool = False, num_threads: int | None = None,
+        json_path: Path | None = None) -> dict:
+    """Run the suite, print it, write JSON to `json_path` if given, and return the figures."""
+    rng = np.random.default_rng(0)
+    if num_threads is None:
+        thread_counts = sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)})
+    else:
+        thread_counts = [num_threads]
+    repeats = 2 if quick else 3
+    try:
+        import torch  # noqa: F401
+        torch_installed = True
+    except ImportError:
+        torch_installed = False
+    report = {
+        "compile": bench_compile(),
+        "suite": "kernels", "quick": quick, "threads": thread_counts,
+        "torch_installed": torch_installed, "cpu_count": os.cpu_count(),
+        "prefill_tiles": str(PREFILL_TILES),
+        "prefill": bench_prefill([512, 1024] if quick else [512, 2048, 4096], thread_counts,
+                                 repeats, rng),
+        "decode": bench_decode([512, 4096] if quick else [512, 1024, 2048, 4096, 8192, 16384],
+                               thread_counts, repeats, rng),
+        "tiles": bench_tiles(1024 if quick else 2048, 4096, repeats, rng),
+    }
+    print_report(report)
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(report, indent=2))
+        print(f"\nwrote {json_path}")
+    return report
+

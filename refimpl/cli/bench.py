@@ -1,0 +1,43 @@
+"""`refimpl bench SUITE`: run one benchmark suite, print its figures and optionally write JSON.
+
+Each suite is a module `refimpl.bench.<name>` with `run(quick=, num_threads=, json_path=)`;
+adding a suite is one more name in `SUITES`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from pathlib import Path
+
+SUITES = {
+    "kernels": "attention kernels: prefill vs PyTorch/oracle/GEMM, decode vs memory read",
+}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `bench` subcommand and one sub-subcommand per suite."""
+    parser = subparsers.add_parser(
+        "bench", help="benchmark suites: figures measured side by side in one run",
+        description="Run a benchmark suite; speeds are printed beside baselines timed in the "
+        "same process, since absolute figures drift with machine load.")
+    suites = parser.add_subparsers(dest="suite", metavar="SUITE", required=True)
+    for name, summary in SUITES.items():
+        suite = suites.add_parser(name, help=summary, description=summary)
+        suite.add_argument("--json", metavar="PATH", type=Path, help="also write the figures "
+                           "as JSON")
+        suite.add_argument("--quick", action="store_true", help="fewer and smaller shapes")
+        suite.add_argument("--threads", type=int, metavar="N", help="measure with N threads "
+                           "only (default: 1 and 2)")
+        suite.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the chosen suite."""
+    if args.threads is not None and args.threads < 1:
+        from refimpl.errors import ConfigError
+
+        raise ConfigError("--threads", args.threads, "must be at least 1")
+    module = importlib.import_module(f"refimpl.bench.{args.suite}")
+    module.run(quick=args.quick, num_threads=args.threads, json_path=args.json)
+    return 0
