@@ -22,6 +22,7 @@ import numpy as np
 from refimpl.config.model import ModelConfig
 from refimpl.errors import CapacityError, ConfigError, KVCacheError
 from refimpl.kv import _pool_kernels as K
+from refimpl.kv.storage import QUANTIZE_FACTOR, KVStorage
 
 __all__ = ["PagePool", "PoolStats", "RequestState"]
 
@@ -94,6 +95,7 @@ class PagePool:
         self._free_slots: list[int] = []
         self._alloc_slots(_check_count("initial_slots", initial_slots, 1))
         self._spilled_pages = 0
+        self.storage: KVStorage | None = None  # the K/V arrays, when the pool owns real data
 
     @classmethod
     def for_model(
@@ -110,6 +112,18 @@ class PagePool:
             )
         options.setdefault("max_context", model.max_context)
         return cls(num_pages, page_size, **options)
+
+    def attach_storage(self, num_layers: int, num_kv_heads: int, head_dim: int,
+                       quantized_format: str = "int8") -> KVStorage:
+        """Give the pool real K/V arrays in the kernels' layout; returns them."""
+        if self._slot_of:
+            raise KVCacheError("storage", "attach", "must be attached while the pool is empty")
+        self.storage = KVStorage(
+            _check_count("num_layers", num_layers, 1), self.num_pages, self.page_size,
+            _check_count("num_kv_heads", num_kv_heads, 1),
+            _check_count("head_dim", head_dim, 1), quantized_format,
+        )
+        return self.storage
 
     # ---- slots -------------------------------------------------------------------------
     def _alloc_slots(self, num_slots: int) -> None:
@@ -187,6 +201,23 @@ class PagePool:
         slot = self.slot(request_id)
         return self.tables[slot, : self.num_pages_of[slot]].tolist()
 
+    def write(self, request_id: int, layer: int, start: int, k_rows: np.ndarray,
+              v_rows: np.ndarray) -> None:
+        """Store K/V rows (n, Hkv, d) of `layer` at positions [start, start + n)."""
+        self._require_storage().write(request_id, self.page_table(request_id),
+                                      self.length(request_id), layer, start, k_rows, v_rows)
+
+    def read(self, request_id: int, layer: int) -> tuple[np.ndarray, np.ndarray]:
+        """The request's K and V rows of `layer`, float32 (length, Hkv, d)."""
+        return self._require_storage().read(request_id, self.page_table(request_id),
+                                            self.length(request_id), layer)
+
+    def _require_storage(self) -> KVStorage:
+        if self.storage is None:
+            raise KVCacheError("storage", None, "this pool only keeps accounts; call "
+                               "attach_storage() for real K/V arrays")
+        return self.storage
+
     def length(self, request_id: int) -> int:
         """Tokens of KV the request holds."""
         return int(self.lengths[self.slot(request_id)])
@@ -254,7 +285,8 @@ class PagePool:
         """Grow a request by `num_tokens`; returns copy-on-write copies `(src, dst)` made."""
         slot = self._resident_slot(request_id)
         tokens = np.array([_check_count("num_tokens", num_tokens, 0)], np.int32)
-        return [(int(a), int(b)) for a, b in self._grow_slots(np.array([slot], np.int32), tokens)]
+        cow = self._grow_slots(np.array([slot], np.int32), tokens)
+        return [(int(a), int(b)) for a, b in cow]
 
     def append_batch(self, slots: np.ndarray, num_tokens: np.ndarray | int = 1) -> np.ndarray:
         """Grow many resident requests at once (slots from `slot()`), all or nothing.
@@ -289,6 +321,8 @@ class PagePool:
         cow = np.empty((slots.shape[0], 2), dtype=np.int32)  # (src, dst) page pairs
         done = self._run_append(slots, tokens, dry_run=False, cow=cow)
         if done >= 0:
+            if done and self.storage is not None:
+                self.storage.on_copy(cow[:done])
             return cow[:done]
         info = self._error_info
         i = int(info[0])
@@ -319,6 +353,8 @@ class PagePool:
             K.release(self.refcount, self.free_stack, self.counters, self.tables,
                       self.num_pages_of, slot, 0)
         self._unbind(request_id, slot)
+        if self.storage is not None:
+            self.storage.on_free(request_id)
 
     def _unbind(self, request_id: int, slot: int) -> None:
         del self._slot_of[request_id]
@@ -334,6 +370,8 @@ class PagePool:
         self._bind(dst_id, dst)
         K.share(self.refcount, self.tables, self.num_pages_of, self.lengths, self.tokens_per_page,
                 src, dst)
+        if self.storage is not None:
+            self.storage.on_fork(src_id, dst_id)
         return self.page_table(dst_id)
 
     def can_quantize(self, request_id: int) -> bool:
@@ -355,9 +393,16 @@ class PagePool:
         if not self.can_quantize(request_id):
             raise KVCacheError("request_id", request_id, "shares pages with a fork; only "
                                "pages held alone can be quantized in place")
+        if self.storage is not None and (factor, self.is_quantized(request_id)) != (
+                QUANTIZE_FACTOR, False):
+            raise KVCacheError("factor", factor, f"pages with real data quantize once, from "
+                               f"float32 to 8 bits: factor {QUANTIZE_FACTOR}")
         new_tpp = int(self.tokens_per_page[slot]) * factor
         keep = _pages_for(int(self.lengths[slot]), new_tpp)
         freed = self.tables[slot, keep : self.num_pages_of[slot]].tolist()
+        if self.storage is not None:
+            self.storage.on_quantize(request_id, self.page_table(request_id),
+                                     int(self.lengths[slot]))
         self.tokens_per_page[slot] = new_tpp
         K.release(self.refcount, self.free_stack, self.counters, self.tables, self.num_pages_of,
                   slot, keep)
@@ -384,6 +429,9 @@ class PagePool:
         if self._spilled_pages + moved > self.cpu_tier_pages:
             raise CapacityError("request_id", request_id, f"needs {moved} CPU-tier pages, "
                                 f"{self.cpu_tier_pages - self._spilled_pages} are free")
+        if self.storage is not None:
+            self.storage.on_spill(request_id, self.page_table(request_id),
+                                  int(self.lengths[slot]))
         K.release(self.refcount, self.free_stack, self.counters, self.tables, self.num_pages_of,
                   slot, 0)
         self.num_pages_of[slot] = moved  # now counts CPU-tier pages
@@ -412,6 +460,8 @@ class PagePool:
         self.lengths[slot] = 0
         self.states[slot] = RequestState.RESIDENT
         self._grow_slots(np.array([slot], np.int32), np.array([length], np.int32))
+        if self.storage is not None:
+            self.storage.on_restore(request_id, self.page_table(request_id), length)
         return self.page_table(request_id)
 
     def free_all(self, request_ids: Sequence[int] | None = None) -> None:
