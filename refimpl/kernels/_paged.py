@@ -31,27 +31,19 @@ from refimpl.kernels.costs import FLOAT_BYTES, PAGE_ID_BYTES
 
 
 @kernel
-def load_row(dst, src, scale, lut):
-    """dst = decoded src * scale; `lut` (256,) decodes FP8 codes, empty for float or INT8."""
-    if lut.shape[0] > 0:
-        for x in range(dst.shape[0]):
-            dst[x] = lut[np.uint8(src[x])] * scale
-    else:
-        for x in range(dst.shape[0]):
-            dst[x] = np.float32(src[x]) * scale
-
-
-@kernel
 def load_kv_pages(ks, vs, k2, v2, k_scales, v_scales, lut, block_table, key0, page_size,
                   num_kv_heads, kv_head):
     """Gather keys and values key0 .. key0 + len(ks) - 1 of one KV head from their pages.
 
     k2, v2: (num_pages * P * Hkv, d) rows; k_scales, v_scales: (num_pages, Hkv), or empty for
-    float pages. Returns the bytes read (page ids, scales, rows) for the counters.
+    float pages; lut: (256,) FP8 decode table, or empty. Returns the bytes read (page ids,
+    scales, rows) for the counters.
     """
     key_end = key0 + ks.shape[0]
+    head_dim = ks.shape[1]
     is_quantized = k_scales.shape[0] > 0
-    row_bytes = ks.shape[1] * k2.itemsize
+    is_fp8 = lut.shape[0] > 0
+    row_bytes = head_dim * k2.itemsize
     nbytes = 0
     for page_index in range(key0 // page_size, (key_end - 1) // page_size + 1):
         page = block_table[page_index]
@@ -65,8 +57,17 @@ def load_kv_pages(ks, vs, k2, v2, k_scales, v_scales, lut, block_table, key0, pa
         first = page_index * page_size  # position of the page's first key
         for t in range(max(first, key0), min(first + page_size, key_end)):
             row = (page * page_size + t - first) * num_kv_heads + kv_head
-            load_row(ks[t - key0], k2[row], k_scale, lut)
-            load_row(vs[t - key0], v2[row], v_scale, lut)
+            i = t - key0
+            # 2-D indexing, not row views: a view per row costs reference counting that
+            # measured slower than the copy itself.
+            if is_fp8:
+                for x in range(head_dim):
+                    ks[i, x] = lut[np.uint8(k2[row, x])] * k_scale
+                    vs[i, x] = lut[np.uint8(v2[row, x])] * v_scale
+            else:
+                for x in range(head_dim):
+                    ks[i, x] = np.float32(k2[row, x]) * k_scale
+                    vs[i, x] = np.float32(v2[row, x]) * v_scale
             nbytes += 2 * row_bytes
     return nbytes
 
