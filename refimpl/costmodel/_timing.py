@@ -1,0 +1,41 @@
+"""Timing helpers of the profilers: the median of repeated calls, and a progress bar."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+__all__ = ["Progress", "median_s"]
+
+
+def median_s(call: Callable[[], object], repeats: int) -> float:
+    """Median wall time of `repeats` calls after one warm-up (compilation, page faults)."""
+    call()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+class Progress:
+    """A one-line progress bar on stderr (or nothing, when disabled)."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total, self.enabled, self.start = total, enabled, time.perf_counter()
+
+    def show(self, done: int, label: str) -> None:
+        """Redraw the bar at `done` of `total`, with `label` and the elapsed time."""
+        if not self.enabled:
+            return
+        width = 30
+        filled = width * done // max(self.total, 1)
+        elapsed = time.perf_counter() - self.start
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} "
+                         f"{label:<28} {elapsed:6.1f} s")
+        if done == self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()

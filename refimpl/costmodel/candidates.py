@@ -1,0 +1,150 @@
+"""Kernel candidates: every tile choice the attention kernels offer, and its analytic costs.
+
+Seed section 1's `k`: for each candidate and shape `(B, T)` the kernels' own cost formulas
+give `mem_sram`, `mem_hbm`, FLOPs and arithmetic intensity; `tile_steps` counts the tile
+iterations (the per-tile overhead a regression needs beside FLOPs and bytes). The kernels have
+no split-KV (flash-decoding) variant, so decode candidates differ only in their tiles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from refimpl.config import ModelConfig
+from refimpl.errors import ConfigError
+from refimpl.kernels import (
+    KernelCosts,
+    PagedTiles,
+    PrefillTiles,
+    chunk_costs,
+    decode_costs,
+    prefill_costs,
+)
+
+__all__ = [
+    "PHASES",
+    "AttentionDims",
+    "Candidate",
+    "enumerate_candidates",
+]
+
+# What (B, T) means in each phase:
+# - prefill: B sequences of T prompt tokens, causal, contiguous K/V;
+# - chunk: one request's chunk of B new tokens after a prefix of T cached tokens (paged K/V);
+# - decode: B sequences of T context tokens each, one new query per sequence (paged K/V).
+PHASES = ("prefill", "chunk", "decode")
+
+TILE_Q = (16, 32, 64, 128)  # query rows per prefill / chunk tile
+TILE_K = (32, 64, 128, 256)  # keys per prefill tile
+PAGES_PER_TILE = (1, 2, 4, 8, 16)  # KV pages per paged tile
+
+
+@dataclass(frozen=True)
+class AttentionDims:
+    """The per-layer attention shape the kernels see: heads, head width, KV page size."""
+
+    num_q_heads: int
+    num_kv_heads: int
+    head_dim: int
+    page_size: int = 16  # tokens per KV page (vLLM's default block size)
+
+    @classmethod
+    def of(cls, model: ModelConfig, page_size: int = 16) -> AttentionDims:
+        """The attention dimensions of `model`."""
+        return cls(model.num_heads, model.num_kv_heads, model.head_dim, page_size)
+
+    @property
+    def group_size(self) -> int:
+        """Query heads per KV head."""
+        return self.num_q_heads // self.num_kv_heads
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One kernel at one tile choice, for one phase."""
+
+    phase: str
+    tiles: PrefillTiles | PagedTiles
+
+    @property
+    def name(self) -> str:
+        """A short unique label, e.g. 'prefill/q64-k64-h2' or 'decode/p4-h1'."""
+        t = self.tiles
+        if isinstance(t, PrefillTiles):
+            return f"{self.phase}/q{t.tile_q}-k{t.tile_k}-h{t.heads_per_tile}"
+        if self.phase == "decode":
+            return f"{self.phase}/p{t.pages_per_tile}-h{t.heads_per_tile}"
+        return f"{self.phase}/q{t.tile_q}-p{t.pages_per_tile}-h{t.heads_per_tile}"
+
+    def params(self) -> dict[str, int]:
+        """The tile parameters as plain numbers (what the kernel wrappers take)."""
+        t = self.tiles
+        if isinstance(t, PrefillTiles):
+            return {"tile_q": t.tile_q, "tile_k": t.tile_k, "heads_per_tile": t.heads_per_tile}
+        if self.phase == "decode":
+            return {"pages_per_tile": t.pages_per_tile, "heads_per_tile": t.heads_per_tile}
+        return {"tile_q": t.tile_q, "pages_per_tile": t.pages_per_tile,
+                "heads_per_tile": t.heads_per_tile}
+
+    def sram_bytes(self, dims: AttentionDims) -> int:
+        """`mem_sram(k)`: scratch bytes of one work item; the same for every shape."""
+        if isinstance(self.tiles, PrefillTiles):
+            return self.tiles.sram_bytes(dims.head_dim)
+        return self._paged_tiles().sram_bytes(dims.head_dim, dims.page_size)
+
+    def _paged_tiles(self) -> PagedTiles:
+        t = self.tiles
+        return PagedTiles(1, t.pages_per_tile, t.heads_per_tile) if self.phase == "decode" else t
+
+    def costs(self, dims: AttentionDims, batch: int, seq_len: int) -> KernelCosts:
+        """`mem_sram`, `mem_hbm` and FLOPs of one kernel call on shape (B, T) of this phase."""
+        heads = {"num_q_heads": dims.num_q_heads, "num_kv_heads": dims.num_kv_heads,
+                 "head_dim": dims.head_dim}
+        if self.phase == "prefill":
+            return prefill_costs(self.tiles, batch=batch, seq_len=seq_len, **heads)
+        if self.phase == "decode":
+            return decode_costs(self.tiles, context_lens=[seq_len] * batch,
+                                page_size=dims.page_size, **heads)
+        return chunk_costs(self.tiles, start=seq_len, num_queries=batch,
+                           page_size=dims.page_size, **heads)
+
+    def tile_steps(self, dims: AttentionDims, batch: int, seq_len: int) -> tuple[int, int]:
+        """(work items, tile iterations) of one call, mirroring the kernels' loops."""
+        if self.phase == "prefill":
+            tile_q, tile_k = self.tiles.tile_q, self.tiles.tile_k
+            num_queries, start, sequences = seq_len, 0, batch
+        else:
+            tiles = self._paged_tiles()
+            tile_q, tile_k = tiles.tile_q, tiles.pages_per_tile * dims.page_size
+            if self.phase == "decode":
+                num_queries, start, sequences = 1, seq_len - 1, batch
+            else:
+                num_queries, start, sequences = batch, seq_len, 1
+        per_tile = sequences * dims.num_q_heads // self.tiles.heads_per_tile
+        q_tiles = key_tiles = 0
+        for q0 in range(0, num_queries, tile_q):
+            keys = start + min(num_queries, q0 + tile_q)  # causal: up to the tile's last query
+            q_tiles += 1
+            key_tiles += -(-keys // tile_k)
+        return per_tile * q_tiles, per_tile * key_tiles
+
+
+def _divisors(n: int) -> list[int]:
+    return [h for h in range(1, n + 1) if n % h == 0]
+
+
+def enumerate_candidates(phase: str, dims: AttentionDims, *,
+                         tile_q: tuple[int, ...] = TILE_Q,
+                         tile_k: tuple[int, ...] = TILE_K,
+                         pages_per_tile: tuple[int, ...] = PAGES_PER_TILE) -> list[Candidate]:
+    """Every candidate of `phase`: tile sizes times the ways to stack a KV group's query heads."""
+    if phase not in PHASES:
+        raise ConfigError("phase", phase, "unknown phase", choices=PHASES)
+    heads = _divisors(dims.group_size)
+    if phase == "prefill":
+        return [Candidate(phase, PrefillTiles(q, k, h)) for q in tile_q for k in tile_k
+                for h in heads]
+    if phase == "decode":
+        return [Candidate(phase, PagedTiles(1, p, h)) for p in pages_per_tile for h in heads]
+    return [Candidate(phase, PagedTiles(q, p, h)) for q in tile_q for p in pages_per_tile
+            for h in heads]

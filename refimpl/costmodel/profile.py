@@ -1,0 +1,179 @@
+"""The offline profiling harness: time every kernel candidate over a grid of shapes.
+
+Mirrors numba-examples' benchmark layout and DistServe's / Vidur's offline profiling: each
+(phase, B, T) gets its inputs once, then every candidate runs a warm-up call and `repeats`
+timed calls, and the median is kept. Points run cheapest first under a wall-clock budget, so a
+cut budget drops the largest shapes (the fit extrapolates to them). One thread, serial kernels.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from refimpl._version import __version__
+from refimpl.config import ModelConfig
+from refimpl.config.probe import machine_fingerprint
+from refimpl.costmodel._timing import Progress, median_s
+from refimpl.costmodel.candidates import PHASES, AttentionDims, Candidate, enumerate_candidates
+from refimpl.costmodel.gemm import GemmProfile, profile_gemm
+from refimpl.errors import ConfigError
+from refimpl.kernels import chunk_attention, decode_attention, prefill_attention
+
+__all__ = ["MODES", "ProfileMode", "ProfileResult", "Sample", "run_profile"]
+
+
+@dataclass(frozen=True)
+class ProfileMode:
+    """A grid per phase, the candidates timed on it, repeats and a wall-clock budget."""
+
+    name: str
+    batches: dict[str, tuple[int, ...]]  # B values per phase
+    seq_lens: dict[str, tuple[int, ...]]  # T values per phase
+    tile_q: tuple[int, ...]  # candidate tile sizes timed (the table predicts all of them)
+    tile_k: tuple[int, ...]
+    pages_per_tile: tuple[int, ...]
+    gemm_tokens: tuple[int, ...]  # rows M of the profiled linear layers
+    repeats: int  # timed calls per point after the warm-up; the median is kept
+    budget_s: float  # wall-clock budget of the kernel grid
+    max_kv_tokens: int  # B * T cap of decode caches (float32 K/V: 2 * Hkv * d * 4 B a token)
+
+
+MODES: dict[str, ProfileMode] = {
+    "quick": ProfileMode(
+        name="quick",
+        batches={"prefill": (1, 2, 4), "chunk": (64, 128, 256, 512),
+                 "decode": (1, 4, 16, 64, 256)},
+        seq_lens={"prefill": (128, 256, 512, 1024, 2048), "chunk": (128, 512, 2048),
+                  "decode": (128, 512, 2048, 8192)},
+        tile_q=(32, 64), tile_k=(64, 128), pages_per_tile=(2, 8),
+        gemm_tokens=(1, 8, 32, 128, 512, 2048), repeats=3, budget_s=25.0,
+        max_kv_tokens=1 << 18,
+    ),
+    "full": ProfileMode(
+        name="full",
+        batches={"prefill": (1, 2, 4, 8), "chunk": (32, 64, 128, 256, 512, 1024),
+                 "decode": (1, 2, 4, 8, 16, 32, 64, 128, 256)},
+        seq_lens={"prefill": (128, 256, 512, 1024, 2048, 4096, 8192),
+                  "chunk": (128, 256, 512, 1024, 2048, 4096, 8192),
+                  "decode": (128, 256, 512, 1024, 2048, 4096, 8192, 16384)},
+        tile_q=(16, 32, 64, 128), tile_k=(32, 64, 128, 256), pages_per_tile=(1, 2, 4, 8, 16),
+        gemm_tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096), repeats=5,
+        budget_s=600.0, max_kv_tokens=1 << 20,
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The median time of one candidate on one shape."""
+
+    phase: str
+    candidate: str  # Candidate.name
+    batch: int
+    seq_len: int
+    time_s: float
+
+
+@dataclass
+class ProfileResult:
+    """What a profile run measured, and where: kernel samples, the GEMM profile, the machine."""
+
+    model: ModelConfig
+    dims: AttentionDims
+    mode: str
+    samples: list[Sample]
+    gemm: GemmProfile
+    fingerprint: dict[str, object]
+    version: str = __version__
+    duration_s: float = 0.0
+    skipped: list[tuple[str, int, int]] = field(default_factory=list)  # over budget or cap
+
+
+def candidates_of(mode: ProfileMode, phase: str, dims: AttentionDims) -> list[Candidate]:
+    """The candidates `mode` times for `phase`."""
+    return enumerate_candidates(phase, dims, tile_q=mode.tile_q, tile_k=mode.tile_k,
+                                pages_per_tile=mode.pages_per_tile)
+
+
+def _inputs(phase: str, dims: AttentionDims, batch: int, seq_len: int,
+            rng: np.random.Generator) -> Callable[[Candidate], None]:
+    """Random inputs of one shape, and a function running a candidate on them."""
+    d, hq, hkv, page = dims.head_dim, dims.num_q_heads, dims.num_kv_heads, dims.page_size
+    common = {"parallel": False, "check_inputs_finite": False}
+    if phase == "prefill":
+        q = rng.standard_normal((batch, hq, seq_len, d), dtype=np.float32)
+        k, v = (rng.standard_normal((batch, hkv, seq_len, d), dtype=np.float32) for _ in "kv")
+        return lambda c: prefill_attention(q, k, v, sram_budget_bytes=c.sram_bytes(dims),
+                                           **c.params(), **common)
+    # Paged phases: shuffled pages, so reads jump around memory as in a long-running server.
+    sequences, context = (batch, seq_len) if phase == "decode" else (1, seq_len + batch)
+    pages_per_seq = -(-context // page)
+    shape = (sequences * pages_per_seq, page, hkv, d)
+    k_cache, v_cache = (rng.standard_normal(shape, dtype=np.float32) for _ in "kv")
+    tables = rng.permutation(shape[0]).reshape(sequences, pages_per_seq).astype(np.int32)
+    if phase == "decode":
+        q = rng.standard_normal((batch, hq, d), dtype=np.float32)
+        lens = np.full(batch, seq_len, np.int32)
+        return lambda c: decode_attention(q, k_cache, v_cache, tables, lens,
+                                          sram_budget_bytes=c.sram_bytes(dims), **c.params(),
+                                          **common)
+    q = rng.standard_normal((hq, batch, d), dtype=np.float32)
+    return lambda c: chunk_attention(q, k_cache, v_cache, tables[0], seq_len,
+                                     sram_budget_bytes=c.sram_bytes(dims), **c.params(), **common)
+
+
+def _plan(mode: ProfileMode, dims: AttentionDims) -> tuple[list, list]:
+    """Grid points to time, cheapest first (by analytic FLOPs and bytes), and those over the cap."""
+    points, capped = [], []
+    for phase in PHASES:
+        probe = candidates_of(mode, phase, dims)[0]
+        for batch in mode.batches[phase]:
+            for seq_len in mode.seq_lens[phase]:
+                if phase == "decode" and batch * seq_len > mode.max_kv_tokens:
+                    capped.append((phase, batch, seq_len))
+                    continue
+                costs = probe.costs(dims, batch, seq_len)
+                points.append((costs.flops / 50.0 + costs.hbm_bytes / 10.0, phase, batch,
+                               seq_len))
+    points.sort()
+    return [p[1:] for p in points], capped
+
+
+def run_profile(model: ModelConfig, mode: str | ProfileMode = "quick", *,
+                budget_s: float | None = None, progress: bool = True,
+                seed: int = 0) -> ProfileResult:
+    """Time every candidate of `mode` on its grid for `model`'s attention, and its GEMMs.
+
+    `budget_s` overrides the mode's budget; points not reached in time are listed in
+    `ProfileResult.skipped`, as are decode shapes over the mode's KV-token cap.
+    """
+    if isinstance(mode, str):
+        if mode not in MODES:
+            raise ConfigError("mode", mode, "unknown profile mode", choices=MODES)
+        mode = MODES[mode]
+    budget_s = mode.budget_s if budget_s is None else budget_s
+    dims = AttentionDims.of(model)
+    rng = np.random.default_rng(seed)
+    start = time.perf_counter()
+    points, skipped = _plan(mode, dims)
+    bar = Progress(len(points), progress)
+    samples = []
+    for done, (phase, batch, seq_len) in enumerate(points, 1):
+        if time.perf_counter() - start > budget_s:
+            skipped.append((phase, batch, seq_len))
+            bar.show(done, "over budget: skipped")
+            continue
+        run = _inputs(phase, dims, batch, seq_len, rng)
+        for cand in candidates_of(mode, phase, dims):
+            seconds = median_s(functools.partial(run, cand), mode.repeats)
+            samples.append(Sample(phase, cand.name, batch, seq_len, seconds))
+        bar.show(done, f"{phase} B={batch} T={seq_len}")
+    gemm = profile_gemm(model, mode.gemm_tokens, repeats=mode.repeats, rng=rng)
+    return ProfileResult(model=model, dims=dims, mode=mode.name, samples=samples, gemm=gemm,
+                         fingerprint=machine_fingerprint(), duration_s=time.perf_counter() - start,
+                         skipped=skipped)
