@@ -12,6 +12,7 @@ from pathlib import Path
 
 SUITES = {
     "kernels": "attention kernels: prefill vs PyTorch/oracle/GEMM, decode vs memory read",
+    "kv": "page pool: allocate/free and decode-batch append vs a pure-Python allocator",
 }
 
 

@@ -88,20 +88,21 @@ def append_batch(refcount, free_stack, counters, tables, num_pages_of, lengths, 
 
 
 @kernel
-def release(refcount, free_stack, counters, tables, num_pages_of, slot, keep):
-    """Drop the slot's pages from index `keep` on, last first; pages nobody holds become free.
+def release(refcount, free_stack, counters, tables, num_pages_of, slots, keep):
+    """Drop each slot's pages from index `keep` on, last first; pages nobody holds become free.
 
     Pushing the last page first leaves the first page on top of the stack, so a request that
     allocates next reuses the freed pages in their old order.
     """
-    for i in range(num_pages_of[slot] - 1, keep - 1, -1):
-        page = tables[slot, i]
-        refcount[page] -= 1
-        if refcount[page] == 0:
-            free_stack[counters[FREE]] = page
-            counters[FREE] += 1
-        tables[slot, i] = -1
-    num_pages_of[slot] = keep
+    for slot in slots:
+        for i in range(num_pages_of[slot] - 1, keep - 1, -1):
+            page = tables[slot, i]
+            refcount[page] -= 1
+            if refcount[page] == 0:
+                free_stack[counters[FREE]] = page
+                counters[FREE] += 1
+            tables[slot, i] = -1
+        num_pages_of[slot] = keep
 
 
 @kernel

@@ -35,6 +35,11 @@ class RequestState(IntEnum):
     SPILLED = 2  # pages moved to the CPU tier; must be restored before it runs
 
 
+# The states as plain ints for the hot paths: comparing NumPy scalars with an IntEnum member
+# goes through the enum machinery and costs about a microsecond each time.
+_FREE, _RESIDENT, _SPILLED = (int(state) for state in RequestState)
+
+
 @dataclass(frozen=True)
 class PoolStats:
     """A snapshot of the pool, cheap enough to take every scheduler tick."""
@@ -89,7 +94,8 @@ class PagePool:
         self.counters = np.array([self.num_pages], dtype=np.int64)
         self._error_info = np.zeros(1, dtype=np.int64)  # filled by a kernel that refuses
         self._epoch = 0  # batch counter for the duplicate check in `append_batch`
-        self._no_cow = np.empty((0, 2), dtype=np.int32)  # dry runs copy nothing
+        self._cow = np.empty((64, 2), dtype=np.int32)  # reused output of copy-on-write pairs
+        self._uniform = np.empty(64, dtype=np.int32)  # reused token counts of a uniform batch
         self.max_pages_per_request = _pages_for(self.max_context, self.page_size)
         self._slot_of: dict[int, int] = {}
         self._free_slots: list[int] = []
@@ -144,6 +150,11 @@ class PagePool:
         )
         self.states = grow(getattr(self, "states", None), (num_slots,), 0, np.int8)
         self._marks = grow(getattr(self, "_marks", None), (num_slots,), 0, np.int64)
+        # The arrays every append passes first, bound once: the decode hot path saves the
+        # attribute look-ups (rebound here whenever the slot arrays are reallocated).
+        self._state = (self.refcount, self.free_stack, self.counters, self.tables,
+                       self.num_pages_of, self.lengths, self.tokens_per_page, self.states,
+                       _RESIDENT, self._marks)
         self._free_slots.extend(range(num_slots - 1, old - 1, -1))
 
     def _new_slot(self, request_id: int) -> int:
@@ -158,7 +169,7 @@ class PagePool:
     def _bind(self, request_id: int, slot: int) -> None:
         self._free_slots.pop()
         self._slot_of[int(request_id)] = slot
-        self.states[slot] = RequestState.RESIDENT
+        self.states[slot] = _RESIDENT
         self.tokens_per_page[slot] = self.page_size
 
     def slot(self, request_id: int) -> int:
@@ -173,7 +184,7 @@ class PagePool:
 
     def _resident_slot(self, request_id: int) -> int:
         slot = self.slot(request_id)
-        if self.states[slot] != RequestState.RESIDENT:
+        if self.states[slot] != _RESIDENT:
             raise KVCacheError("request_id", request_id, "is spilled to the CPU tier; "
                                "restore it first")
         return slot
@@ -244,22 +255,22 @@ class PagePool:
         if self.lengths[slot] + num_tokens > self.max_context:
             return False
         need = self._run_append(np.array([slot], np.int32), np.array([num_tokens], np.int32),
-                                dry_run=True)
+                                True, self._cow)
         return need <= self.num_free_pages
 
     def stats(self) -> PoolStats:
         """Used and free pages, utilization, waste and requests per state."""
         used = self.num_used_pages
         waste = int(K.usage(self.num_pages_of, self.lengths, self.tokens_per_page, self.states,
-                            int(RequestState.RESIDENT)))
+                            _RESIDENT))
         return PoolStats(
             num_pages=self.num_pages,
             num_used_pages=used,
             num_free_pages=self.num_free_pages,
             utilization=used / self.num_pages,
             wasted_token_slots=waste,
-            num_resident=int(np.count_nonzero(self.states == RequestState.RESIDENT)),
-            num_spilled=int(np.count_nonzero(self.states == RequestState.SPILLED)),
+            num_resident=int(np.count_nonzero(self.states == _RESIDENT)),
+            num_spilled=int(np.count_nonzero(self.states == _SPILLED)),
             num_spilled_pages=self._spilled_pages,
         )
 
@@ -299,8 +310,11 @@ class PagePool:
             raise KVCacheError("slots", f"{slots.dtype} rank {slots.ndim}",
                                "must be a one-dimensional integer array")
         slots = np.ascontiguousarray(slots, dtype=np.int32)
-        if np.ndim(num_tokens) == 0:
-            tokens = np.full(slots.shape[0], num_tokens, dtype=np.int32)
+        if isinstance(num_tokens, (int, np.integer)):
+            if self._uniform.shape[0] < slots.shape[0]:
+                self._uniform = np.empty(2 * slots.shape[0], dtype=np.int32)
+            tokens = self._uniform[: slots.shape[0]]  # reused: np.full costs microseconds
+            tokens[:] = num_tokens
         else:
             tokens = np.ascontiguousarray(num_tokens, dtype=np.int32)
             if tokens.shape != slots.shape:
@@ -308,24 +322,23 @@ class PagePool:
         return self._grow_slots(slots, tokens)
 
     def _run_append(self, slots: np.ndarray, tokens: np.ndarray, dry_run: bool,
-                    cow: np.ndarray | None = None) -> int:
+                    cow: np.ndarray) -> int:
         self._epoch += 1
-        return int(K.append_batch(
-            self.refcount, self.free_stack, self.counters, self.tables, self.num_pages_of,
-            self.lengths, self.tokens_per_page, self.states, int(RequestState.RESIDENT),
-            self._marks, self._epoch, slots, tokens, self.max_context, dry_run,
-            self._no_cow if cow is None else cow, self._error_info,
-        ))
+        return K.append_batch(*self._state, self._epoch, slots, tokens, self.max_context,
+                              dry_run, cow, self._error_info)
 
     def _grow_slots(self, slots: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-        cow = np.empty((slots.shape[0], 2), dtype=np.int32)  # (src, dst) page pairs
-        done = self._run_append(slots, tokens, dry_run=False, cow=cow)
-        if done >= 0:
-            if done and self.storage is not None:
-                self.storage.on_copy(cow[:done])
-            return cow[:done]
-        info = self._error_info
-        i = int(info[0])
+        if self._cow.shape[0] < slots.shape[0]:
+            self._cow = np.empty((2 * slots.shape[0], 2), dtype=np.int32)
+        done = self._run_append(slots, tokens, False, self._cow)
+        if done == 0:
+            return self._cow[:0]
+        if done > 0:
+            copies = self._cow[:done].copy()  # (src, dst) page pairs; the buffer is reused
+            if self.storage is not None:
+                self.storage.on_copy(copies)
+            return copies
+        i = int(self._error_info[0])
         if done == K.NO_PAGES:
             raise CapacityError("num_tokens", int(tokens.sum()), f"growing {slots.shape[0]} "
                                 f"request(s) needs {i} pages, {self.num_free_pages} are free")
@@ -345,23 +358,29 @@ class PagePool:
 
     def free(self, request_id: int) -> None:
         """Release a request's pages (resident) or its CPU-tier copy (spilled)."""
-        slot = self.slot(request_id)
-        if self.states[slot] == RequestState.SPILLED:
-            self._spilled_pages -= int(self.num_pages_of[slot])
-            self.num_pages_of[slot] = 0
-        else:
-            K.release(self.refcount, self.free_stack, self.counters, self.tables,
-                      self.num_pages_of, slot, 0)
-        self._unbind(request_id, slot)
-        if self.storage is not None:
-            self.storage.on_free(request_id)
+        self.free_batch([request_id])
 
-    def _unbind(self, request_id: int, slot: int) -> None:
-        del self._slot_of[request_id]
-        self.tables[slot, :] = -1
-        self.lengths[slot] = 0
-        self.states[slot] = RequestState.FREE
-        self._free_slots.append(slot)
+    def free_batch(self, request_ids: Sequence[int]) -> None:
+        """Free many requests at once, their pages released in one kernel call."""
+        slots = [self.slot(r) for r in request_ids]
+        if len(set(slots)) != len(slots):
+            raise KVCacheError("request_ids", list(request_ids), "names a request twice")
+        resident = [s for s in slots if self.states[s] == _RESIDENT]
+        self._release(resident, 0)
+        for request_id, slot in zip(request_ids, slots, strict=True):
+            if self.states[slot] == _SPILLED:
+                self._spilled_pages -= int(self.num_pages_of[slot])
+                self.num_pages_of[slot] = 0
+            del self._slot_of[request_id]
+            self.lengths[slot] = 0
+            self.states[slot] = _FREE
+            self._free_slots.append(slot)
+            if self.storage is not None:
+                self.storage.on_free(request_id)
+
+    def _release(self, slots: Sequence[int], keep: int) -> None:
+        K.release(self.refcount, self.free_stack, self.counters, self.tables, self.num_pages_of,
+                  np.asarray(slots, dtype=np.int32), keep)
 
     def fork(self, src_id: int, dst_id: int) -> list[int]:
         """Start request `dst_id` sharing all of `src_id`'s pages (e.g. a shared prompt)."""
@@ -378,7 +397,7 @@ class PagePool:
         """Whether `quantize` would succeed now: resident, with no page shared (changes nothing)."""
         slot = self.slot(request_id)
         owned = self.refcount[self.tables[slot, : self.num_pages_of[slot]]]
-        return bool(self.states[slot] == RequestState.RESIDENT and not np.any(owned > 1))
+        return bool(self.states[slot] == _RESIDENT and not np.any(owned > 1))
 
     def quantize(self, request_id: int, factor: int) -> list[int]:
         """Repack a request's tokens `factor` times denser (e.g. 2 for 16-bit -> INT8).
@@ -404,8 +423,7 @@ class PagePool:
             self.storage.on_quantize(request_id, self.page_table(request_id),
                                      int(self.lengths[slot]))
         self.tokens_per_page[slot] = new_tpp
-        K.release(self.refcount, self.free_stack, self.counters, self.tables, self.num_pages_of,
-                  slot, keep)
+        self._release([slot], keep)
         return freed
 
     def is_quantized(self, request_id: int) -> bool:
@@ -415,7 +433,7 @@ class PagePool:
     def can_spill(self, request_id: int) -> bool:
         """Whether `spill` would succeed now: resident, and the CPU tier has room."""
         slot = self.slot(request_id)
-        return bool(self.states[slot] == RequestState.RESIDENT
+        return bool(self.states[slot] == _RESIDENT
                     and self._spilled_pages + self.num_pages_of[slot] <= self.cpu_tier_pages)
 
     def spill(self, request_id: int) -> int:
@@ -432,23 +450,22 @@ class PagePool:
         if self.storage is not None:
             self.storage.on_spill(request_id, self.page_table(request_id),
                                   int(self.lengths[slot]))
-        K.release(self.refcount, self.free_stack, self.counters, self.tables, self.num_pages_of,
-                  slot, 0)
+        self._release([slot], 0)
         self.num_pages_of[slot] = moved  # now counts CPU-tier pages
         self._spilled_pages += moved
-        self.states[slot] = RequestState.SPILLED
+        self.states[slot] = _SPILLED
         return moved
 
     def can_restore(self, request_id: int) -> bool:
         """Whether `restore` would succeed now (changes nothing)."""
         slot = self.slot(request_id)
-        return (self.states[slot] == RequestState.SPILLED
+        return (self.states[slot] == _SPILLED
                 and int(self.num_pages_of[slot]) <= self.num_free_pages)
 
     def restore(self, request_id: int) -> list[int]:
         """Bring a spilled request back into fresh pages; returns its new page table."""
         slot = self.slot(request_id)
-        if self.states[slot] != RequestState.SPILLED:
+        if self.states[slot] != _SPILLED:
             raise KVCacheError("request_id", request_id, "is not spilled")
         need = int(self.num_pages_of[slot])
         if need > self.num_free_pages:
@@ -458,13 +475,12 @@ class PagePool:
         length = int(self.lengths[slot])
         self.num_pages_of[slot] = 0
         self.lengths[slot] = 0
-        self.states[slot] = RequestState.RESIDENT
+        self.states[slot] = _RESIDENT
         self._grow_slots(np.array([slot], np.int32), np.array([length], np.int32))
         if self.storage is not None:
             self.storage.on_restore(request_id, self.page_table(request_id), length)
         return self.page_table(request_id)
 
-    def free_all(self, request_ids: Sequence[int] | None = None) -> None:
-        """Free the given requests (default: every request in the pool)."""
-        for request_id in list(self._slot_of if request_ids is None else request_ids):
-            self.free(request_id)
+    def free_all(self) -> None:
+        """Free every request in the pool."""
+        self.free_batch(list(self._slot_of))

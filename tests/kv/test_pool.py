@@ -223,3 +223,19 @@ def test_slots_grow_past_the_initial_capacity():
     assert pool.page_table(99) == [198, 199]
     pool.free_all()
     assert pool.num_free_pages == 256 and pool.request_ids() == []
+
+
+def test_free_batch_releases_resident_and_spilled_requests_together():
+    pool = PagePool(8, 4, cpu_tier_pages=4)
+    pool.allocate(1, 8)  # pages 0, 1
+    pool.allocate(2, 4)  # page 2
+    pool.allocate(3, 4)  # page 3
+    pool.spill(3)
+    pool.free_batch([2, 1, 3])
+    assert free_list(pool) == [0, 1, 2, 3, 4, 5, 6, 7]  # 2, then 1's pages last first
+    assert pool.num_free_pages == 8 and pool.stats().num_spilled_pages == 0
+    assert pool.request_ids() == []
+    pool.allocate(4, 1)
+    with pytest.raises(KVCacheError, match="names a request twice"):
+        pool.free_batch([4, 4])
+    assert 4 in pool
