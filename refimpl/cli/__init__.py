@@ -19,7 +19,7 @@ from refimpl.errors import RefimplError
 __all__ = ["build_parser", "main"]
 
 # Subcommand modules, in the order `refimpl --help` lists them.
-SUBCOMMANDS = ("info", "grade", "exercises", "practice", "bench")
+SUBCOMMANDS = ("info", "grade", "exercises", "practice", "bench", "profile", "pareto")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,7 +9,6 @@ in `M`, and past the last point it continues the last segment's slope (GEMM time
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,22 +29,15 @@ class GemmProfile:
     layer_s: tuple[float, ...]  # Q/K/V, O, MLP of one layer
     lm_head_s: tuple[float, ...]  # the vocabulary projection
 
-    def layer_time_s(self, num_tokens: float) -> float:
-        """One layer's linear layers for `num_tokens` rows; 0 for none."""
-        return _piecewise(self.tokens, self.layer_s, num_tokens)
-
-    def lm_head_time_s(self, num_tokens: float) -> float:
-        """The LM head for `num_tokens` rows; 0 for none."""
-        return _piecewise(self.tokens, self.lm_head_s, num_tokens)
-
-
-def _piecewise(xs: tuple[int, ...], ys: tuple[float, ...], x: float) -> float:
-    """Linear interpolation through (xs, ys); the end segments extended; 0 at x <= 0."""
-    if x <= 0:
-        return 0.0
-    i = min(max(bisect.bisect_right(xs, x), 1), len(xs) - 1)
-    x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
-    return max(y0 + (y1 - y0) * (x - x0) / (x1 - x0), 0.0)
+    def lines(self, times_s: tuple[float, ...]) -> list[tuple[float, float]]:
+        """(intercept, slope) of each segment of the piecewise-linear curve through
+        (tokens, times_s); the first and last segments extend past the ends."""
+        xs = self.tokens
+        lines = []
+        for x0, x1, y0, y1 in zip(xs, xs[1:], times_s, times_s[1:], strict=False):
+            slope = (y1 - y0) / (x1 - x0)
+            lines.append((y0 - slope * x0, slope))
+        return lines
 
 
 def _weights(model: ModelConfig, rng: np.random.Generator) -> tuple[list, np.ndarray]:

@@ -1,0 +1,57 @@
+"""`refimpl profile`: time the kernel candidates and GEMMs, fit the model, save the cost table."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from refimpl.report.units import format_bytes, format_seconds
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `profile` subcommand."""
+    parser = subparsers.add_parser(
+        "profile", help="profile kernel candidates on this CPU and save the cost table",
+        description="Time every kernel candidate over a grid of (B, T) (one thread), fit the "
+        "latency model, report its held-out error beside the DistServe baseline, and save the "
+        "table `refimpl pareto` and the engine read.")
+    parser.add_argument("--quick", action="store_true", help="small grid and few candidates "
+                        "(well under a minute; the default is the full grid)")
+    parser.add_argument("--out", metavar="FILE", type=Path, help="where to save the table "
+                        "(default: this machine's table in refimpl's cache folder)")
+    parser.add_argument("--model", default="tiny", help="model preset whose attention heads "
+                        "and linear layers are profiled (default: tiny)")
+    parser.add_argument("--budget-s", type=float, metavar="S", help="wall-clock budget of the "
+                        "kernel grid (default: the mode's)")
+    parser.add_argument("--sram-budget", type=int, metavar="BYTES", help="SRAM budget S for "
+                        "the picks (default: this CPU's L2 per core)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Profile, fit, save and summarise."""
+    from refimpl.config import HardwareSpec, ModelConfig
+    from refimpl.costmodel.profile import run_profile
+    from refimpl.costmodel.profiled import build_profiled_table
+    from refimpl.costmodel.table import default_table_path
+
+    model = ModelConfig.preset(args.model)
+    hardware = HardwareSpec.preset("cpu-local")
+    result = run_profile(model, "quick" if args.quick else "full", budget_s=args.budget_s)
+    table = build_profiled_table(result, hardware, args.sram_budget)
+    out = args.out or default_table_path(model.name)
+    table.save(out)
+    print(f"profiled {len(result.samples)} (candidate, shape) points of {model.name} in "
+          f"{result.duration_s:.1f} s ({result.mode} mode); "
+          f"{len(result.skipped)} shapes skipped (over the time budget or the KV cap)")
+    print(f"held-out MAPE per phase (fitted model vs DistServe-style a + b*tokens + "
+          f"c*sum(len^2)), SRAM budget {format_bytes(table.sram_budget_bytes)}:")
+    for phase, mape in table.info["heldout_mape"].items():
+        print(f"  {phase:<8} {100 * mape:6.1f} %   baseline "
+              f"{100 * table.info['baseline_mape'][phase]:6.1f} %")
+    for phase, t in table.phases.items():
+        name, time_s = t.lookup(t.batches[-1], t.seq_lens[-1])
+        print(f"  {phase:<8} pick at B={t.batches[-1]} T={t.seq_lens[-1]}: {name} "
+              f"({format_seconds(time_s)})")
+    print(f"saved {out}")
+    return 0
