@@ -1,7 +1,8 @@
 """Loading a learner's solution file as a module, with a clear error when it will not load.
 
 The file is imported under a fresh module name (so a starter and a reference never collide)
-and registered in `sys.modules` before it runs, which `dataclasses` and `pickle` need.
+and registered in `sys.modules` before it runs, which `dataclasses` and `pickle` need. Its
+folder goes at the end of `sys.path`, so it may import helper modules kept beside it.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ def load_solution(path: str | os.PathLike[str], exercise: str) -> ModuleType:
     assert spec is not None and spec.loader is not None  # always set for a .py path
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    if str(path.parent) not in sys.path:
+        sys.path.append(str(path.parent))
     try:
         spec.loader.exec_module(module)
     except KeyboardInterrupt:

@@ -3,32 +3,23 @@ memory bombs, and exits; each costs the test it happened in (or the file) and no
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 
-# The reference walk, misbehaving on the lone node Node(1) (one test) or on import.
-TEMPLATE = '''
+from refimpl.grading import find_exercise
+
+# The reference solution, misbehaving on the lone node Node(1) (one test) or on import.
+MISBEHAVING = """
 import os, signal, sys
-from node import Node
+
+_Reference = Solution
 
 
-class Solution:
+class Solution(_Reference):
     def connect(self, root):
         if root is not None and root.val == 1 and not (root.left or root.right):
             {misbehave}
-        level = root
-        while level:
-            tail = dummy = Node(0)
-            node = level
-            while node:
-                for child in (node.left, node.right):
-                    if child:
-                        tail.next = tail = child
-                node = node.next
-            level = dummy.next
-        return root
-'''
+        return super().connect(root)
+"""
 ON_SINGLE = {
     "loops": "while True: pass",
     "ignores_the_alarm": "signal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
@@ -53,12 +44,14 @@ LIMITS = {"time_limit_s": 2.5, "memory_limit_mb": 256}
 def reports(submit, tmp_path_factory):
     """The report of every misbehaving solution, graded two at a time."""
     folder = tmp_path_factory.mktemp("misbehaving")
-    sources = {name: TEMPLATE.format(misbehave=code) for name, code in ON_SINGLE.items()}
+    reference = find_exercise("linked_level_tree").solution.read_text()
+    sources = {name: reference + MISBEHAVING.format(misbehave=code)
+               for name, code in ON_SINGLE.items()}
     sources.update(WHOLE_FILE)
     jobs = {}
     for name, source in sources.items():
         path = folder / f"{name}.py"
-        path.write_text(textwrap.dedent(source))
+        path.write_text(source)
         jobs[name] = submit("linked_level_tree", path, **LIMITS)
     return {name: job.result() for name, job in jobs.items()}
 

@@ -1,5 +1,6 @@
 """Wrong: links a copy of the tree and returns the copy; the given nodes stay unlinked."""
 
+from _level_walk import link_levels
 from node import Node
 
 
@@ -19,14 +20,5 @@ class Solution:
                 if child:
                     setattr(new, side, Node(child.val))
                     stack.append((child, getattr(new, side)))
-        level = copy
-        while level:
-            tail = dummy = Node(0)
-            node = level
-            while node:
-                for child in (node.left, node.right):
-                    if child:
-                        tail.next = tail = child
-                node = node.next
-            level = dummy.next
+        link_levels(copy)
         return copy

@@ -1,6 +1,6 @@
 """Wrong: links correctly but forgets to return the root."""
 
-from node import Node
+from _level_walk import link_levels
 
 
 class Solution:
@@ -8,13 +8,4 @@ class Solution:
 
     def connect(self, root):
         """Link every level; return nothing."""
-        level = root
-        while level:
-            tail = dummy = Node(0)
-            node = level
-            while node:
-                for child in (node.left, node.right):
-                    if child:
-                        tail.next = tail = child
-                node = node.next
-            level = dummy.next
+        link_levels(root)
