@@ -10,6 +10,7 @@ in the test that made it. Each test's start and outcome are appended to a JSON-l
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import re
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-try:  # POSIX only; without it the memory limit is skipped (and said so in the summary)
+try:  # POSIX only; without it (Windows) there is no memory cap
     import resource
 except ImportError:  # pragma: no cover - Windows
     resource = None  # type: ignore[assignment]
@@ -61,7 +62,8 @@ def pytest_configure(config: pytest.Config) -> None:
         limit = _address_space_bytes() + extra_mb * (1 << 20)
         if hard != resource.RLIM_INFINITY:
             limit = min(limit, hard)
-        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+        with contextlib.suppress(ValueError, OSError):  # macOS refuses RLIMIT_AS: no cap
+            resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
     if resource is not None:  # a crashing solution should not leave a core file behind
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     config.pluginmanager.register(Recorder(config), "refimpl-grading-recorder")
@@ -84,19 +86,10 @@ def _alarm_handler(limit_s: float):
 
 
 def _limited(item: pytest.Item, phase: str) -> Iterator[None]:
-    """Run one phase of a test under the time limit; turn limits into clear failures."""
+    """Run one phase of a test under the time limit; turn a hit limit into a `LimitError`."""
     limit_s = item.config.getoption("--grade-time-limit")
     previous = signal.signal(signal.SIGALRM, _alarm_handler(limit_s))
     signal.setitimer(signal.ITIMER_REAL, limit_s)
-    try:
-        return (yield from _converting_limits(item.config, phase))
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-def _converting_limits(config: pytest.Config, phase: str) -> Iterator[None]:
-    """Pass a hook's outcome through, turning a hit limit into a `LimitError`."""
     failure: LimitError | None = None
     try:
         return (yield)
@@ -107,7 +100,10 @@ def _converting_limits(config: pytest.Config, phase: str) -> Iterator[None]:
         # or the memory stays taken for every later test.
         traceback.clear_frames(error.__traceback__)
         failure = LimitError(f"{phase} ran out of memory (more than the "
-                             f"{config.getoption('--grade-memory-limit-mb')} MiB allowed)")
+                             f"{item.config.getoption('--grade-memory-limit-mb')} MiB allowed)")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
     gc.collect()
     raise failure
 
@@ -155,9 +151,8 @@ class Recorder:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """Log the tests about to run, with their points and titles."""
-        for item in session.items:
-            self.points[item.nodeid] = points_of(item)
-        tests = [{"nodeid": item.nodeid, "name": item.name, "points": points_of(item),
+        self.points = {item.nodeid: points_of(item) for item in session.items}
+        tests = [{"nodeid": item.nodeid, "name": item.name, "points": self.points[item.nodeid],
                   "title": _title(item)} for item in session.items]
         self._write(event="collected", tests=tests)
 

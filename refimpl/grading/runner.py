@@ -40,9 +40,8 @@ class _Progress:
     results: dict[str, tuple[bool, str]] = field(default_factory=dict)  # nodeid -> outcome
     collect_error: str = ""
 
-    def read(self, events: list[dict]) -> str | None:
-        """Take in new events; return the id of a test that started without an outcome."""
-        running = None
+    def read(self, events: list[dict], running: str | None) -> str | None:
+        """Take in new events; return the test now running (started, no outcome yet)."""
         for event in events:
             kind = event["event"]
             if kind == "collected" and not self.tests:
@@ -112,7 +111,7 @@ def _run_child(command: list[str], env: dict[str, str], work: Path, progress: _P
         for event in events:  # a new start restarts the clock
             if event["event"] == "start":
                 running_since = now
-        running = progress.read(events) if events else running
+        running = progress.read(events, running)
         if returncode is not None:
             break
         overdue = (running is not None and now - running_since > stuck_after_s) or (
