@@ -163,8 +163,16 @@ def step_time_model(model: ModelConfig, hardware: HardwareSpec,
                     table: CostTable | None = None) -> StepTimeModel:
     """The step-time model for `model` on `hardware`.
 
-    For now every device gets `RooflineStepModel` (measured hardware: the roofline of its
-    probed figures); the profiled CPU model arrives behind the same protocol.
+    Spec-sheet hardware (`hardware.analytic`) gets `RooflineStepModel`. Measured hardware gets
+    `ProfiledStepModel` from `table`, or from this machine's table saved by `refimpl profile`
+    for `model`; with neither, the roofline of the probed figures (never a silent profile run:
+    that takes from half a minute to many).
     """
-    del table  # used once the profiled model lands
-    return RooflineStepModel(model, hardware)
+    if hardware.analytic:
+        return RooflineStepModel(model, hardware)
+    from refimpl.costmodel.profiled import ProfiledStepModel, default_table_for
+
+    table = table if table is not None else default_table_for(model)
+    if table is None:
+        return RooflineStepModel(model, hardware)
+    return ProfiledStepModel(table, model)

@@ -1,0 +1,63 @@
+"""Profiling end to end on a tiny grid, and the profiled step model the CPU engine uses."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from refimpl import HardwareSpec, ModelConfig
+from refimpl.costmodel import ProfiledStepModel, RooflineStepModel, StepShape, step_time_model
+from refimpl.costmodel.profile import MODES, run_profile
+from refimpl.costmodel.profiled import build_profiled_table
+from refimpl.costmodel.table import default_table_path
+from refimpl.errors import ConfigError
+
+TINY = ModelConfig.preset("tiny")
+# A grid of a second or two: the logic is under test, not the machine.
+MINI = dataclasses.replace(
+    MODES["quick"], name="quick",
+    batches={"prefill": (1, 2), "chunk": (16, 32), "decode": (1, 4)},
+    seq_lens={"prefill": (32, 64), "chunk": (32, 64), "decode": (32, 64)},
+    tile_q=(16,), tile_k=(32,), pages_per_tile=(2,), gemm_tokens=(1, 4, 16), repeats=1)
+
+
+@pytest.mark.numba
+def test_a_tiny_profile_runs_fits_and_tabulates(monkeypatch, tmp_path):
+    monkeypatch.setitem(MODES, "quick", MINI)
+    result = run_profile(TINY, "quick", progress=False)
+    assert result.fingerprint["cpu"] and result.version
+    names = {s.candidate for s in result.samples}
+    assert len(result.samples) == 4 * len(names)  # each candidate on its phase's 4 shapes
+    table = build_profiled_table(result, HardwareSpec("cpu", 512 * 1024, 1 << 34, 10e9, 20e9,
+                                                      10e9, False, "test"))
+    assert set(table.info["heldout_mape"]) == {"prefill", "chunk", "decode"}
+    assert table.lookup("decode", 2, 48)[1] > 0
+    monkeypatch.setenv("REFIMPL_CACHE_DIR", str(tmp_path))
+    table.save(default_table_path(TINY.name))
+    model = step_time_model(TINY, dataclasses.replace(HardwareSpec.preset("h100-sxm"),
+                                                      analytic=False))
+    assert isinstance(model, ProfiledStepModel)
+
+
+def test_profiled_step_time_is_monotone_and_adds_up(table):
+    model = ProfiledStepModel(table, TINY)
+    decode = model.step_time(StepShape(0, 0, 8, 8 * 1000))
+    prefill = model.step_time(StepShape(256, StepShape.chunk_pairs(256, 0), 0, 0))
+    both = model.step_time(StepShape(256, StepShape.chunk_pairs(256, 0), 8, 8 * 1000))
+    assert 0 < decode < both and 0 < prefill < both
+    assert model.step_time(StepShape(0, 0, 0, 0)) == 0.0
+    assert model.step_time_parts(0, 0, 16, 16000) > model.step_time_parts(0, 0, 16, 8000)
+    assert model.step_time_parts(0, 0, 32, 16000) > model.step_time_parts(0, 0, 16, 16000)
+    assert model.step_time_parts(512, 10**6, 0, 0) > model.step_time_parts(256, 10**6, 0, 0)
+
+
+def test_a_table_of_other_heads_is_refused(table):
+    with pytest.raises(ConfigError, match="attention shape"):
+        ProfiledStepModel(table, ModelConfig.preset("llama-3-8b"))
+
+
+def test_without_a_table_measured_hardware_falls_back_on_the_roofline(monkeypatch, tmp_path):
+    monkeypatch.setenv("REFIMPL_CACHE_DIR", str(tmp_path))
+    measured = dataclasses.replace(HardwareSpec.preset("h100-sxm"), analytic=False)
+    assert isinstance(step_time_model(TINY, measured), RooflineStepModel)
