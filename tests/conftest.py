@@ -25,3 +25,41 @@ def traces_dir() -> Path:
     if not TRACES.is_dir():
         pytest.skip(f"public traces not found at {TRACES} (set REFIMPL_TRACES)")
     return TRACES
+
+
+# ---- small engines over hand-made requests (tests/engine, tests/sched) ------------------------
+ENGINE_MODEL = "llama-3-8b"
+ENGINE_HARDWARE = "h100-sxm"
+
+
+@pytest.fixture
+def step_model():
+    """The analytic step model of llama-3-8b on an H100."""
+    from refimpl import HardwareSpec, ModelConfig
+    from refimpl.costmodel import RooflineStepModel
+
+    return RooflineStepModel(ModelConfig.preset(ENGINE_MODEL), HardwareSpec.preset(ENGINE_HARDWARE))
+
+
+@pytest.fixture
+def make_engine(step_model):
+    """`make_engine(policy, num_pages=..., page_size=..., **policy_params)` -> a fresh Engine."""
+    from refimpl.engine import Engine, SimulatedExecutor
+    from refimpl.kv import PagePool
+    from refimpl.kv.manager import KVManager
+    from refimpl.sched import make_policy
+
+    def build(policy="vllm", *, num_pages=4096, page_size=16, **params):
+        model = step_model.model
+        kv = KVManager(PagePool(num_pages, page_size, max_context=model.max_context))
+        return Engine(make_policy(policy, **params), SimulatedExecutor(step_model), kv, model)
+
+    return build
+
+
+@pytest.fixture
+def make_requests():
+    """`make_requests([(arrival_s, prompt_tokens, max_new_tokens), ...])`, ids from 0."""
+    from refimpl.sched import Request
+
+    return lambda specs: [Request(i, a, p, n) for i, (a, p, n) in enumerate(specs)]

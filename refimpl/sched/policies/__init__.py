@@ -1,0 +1,1 @@
+"""Baseline scheduling policies that mirror production engines."""

@@ -1,0 +1,86 @@
+"""The engine loop: timing against the cost model, conservation, determinism, rejections."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from refimpl.metrics.summary import summarize
+from refimpl.sched import POLICIES
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_lone_request_sees_exactly_the_cost_model(make_engine, step_model, policy, make_requests):
+    prompt, new = 300, 5
+    run = make_engine(policy).run(make_requests([(0.0, prompt, new)]))
+    record = run.request_list[0]
+    prefill_s = step_model.step_time_parts(prompt, prompt * (prompt + 1) // 2, 0, 0)
+    assert record.first_token_s == pytest.approx(prefill_s, rel=1e-12)
+    decode_s = [step_model.step_time_parts(0, 0, 1, prompt + k) for k in range(1, new)]
+    assert record.finish_s == pytest.approx(prefill_s + sum(decode_s), rel=1e-12)
+    tpot_s = (record.finish_s - record.first_token_s) / (new - 1)
+    assert tpot_s == pytest.approx(np.mean(decode_s), rel=1e-12)
+    assert len(run.steps) == new  # one prefill step, then one step per later token
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_every_request_ends_and_every_page_returns(make_engine, policy, make_requests):
+    rng = np.random.default_rng(7)
+    specs = [(float(t), int(p), int(n)) for t, p, n in zip(
+        np.cumsum(rng.exponential(0.01, 200)), rng.integers(1, 3000, 200),
+        rng.integers(1, 300, 200), strict=True)]
+    engine = make_engine(policy, num_pages=600)  # tight: forces preemptions
+    run = engine.run(make_requests(specs))
+    assert all(r.is_finished for r in run.request_list)
+    assert engine.kv.pool.num_free_pages == engine.kv.pool.num_pages
+    summary = summarize(run.requests, run.steps)
+    assert summary["num_finished"] + summary["num_rejected"] == 200
+    finished = run.requests.status == "finished"
+    assert np.array_equal(run.requests.num_generated[finished],
+                          run.requests.max_new_tokens[finished])
+    # the tokens the steps computed are exactly the prompts and outputs (plus recomputation)
+    computed = run.steps.num_decode.sum() + run.steps.num_prefill_tokens.sum()
+    assert computed >= (run.requests.prompt_tokens[finished].sum()
+                        + run.requests.max_new_tokens[finished].sum() - finished.sum())
+
+
+def test_tight_memory_preempts_and_still_finishes(make_engine, make_requests):
+    specs = [(0.0, 500, 400) for _ in range(8)]  # 8 x 57 pages wanted, 100 there
+    run = make_engine("vllm", num_pages=100).run(make_requests(specs))
+    assert run.requests.num_preemptions.sum() > 0
+    assert set(run.requests.status) == {"finished"}
+
+
+def test_same_input_gives_identical_records(make_engine, make_requests):
+    rng = np.random.default_rng(3)
+    specs = [(float(t), int(p), int(n)) for t, p, n in zip(
+        np.cumsum(rng.exponential(0.02, 100)), rng.integers(1, 2000, 100),
+        rng.integers(1, 100, 100), strict=True)]
+    first = make_engine("sarathi").run(make_requests(specs))
+    second = make_engine("sarathi").run(make_requests(specs))
+    for name in ("first_token_s", "finish_s", "num_generated"):
+        assert np.array_equal(getattr(first.requests, name), getattr(second.requests, name))
+    assert np.array_equal(first.steps.duration_s, second.steps.duration_s)
+
+
+def test_impossible_requests_are_rejected_at_arrival_with_a_reason(make_engine, make_requests):
+    specs = [(0.0, 8192, 1),  # prompt + output over the context
+             (0.0, 100, 5000),  # 5,100 tokens: 319 pages, the pool has 200
+             (0.5, 100, 10)]
+    run = make_engine("vllm", num_pages=200).run(make_requests(specs))
+    assert list(run.requests.status) == ["rejected", "rejected", "finished"]
+    assert list(run.requests.reason[:2]) == ["exceeds_context", "exceeds_kv_capacity"]
+    assert run.requests.finish_s[1] == 0.0
+
+
+def test_idle_gaps_jump_the_clock_to_the_next_arrival(make_engine, make_requests):
+    run = make_engine("vllm").run(make_requests([(0.0, 10, 2), (100.0, 10, 2)]))
+    assert run.request_list[1].first_scheduled_s == 100.0
+    assert run.steps.start_s[2] == 100.0
+
+
+def test_arrivals_during_a_step_wait_for_the_next(make_engine, step_model, make_requests):
+    prefill_s = step_model.step_time_parts(2000, 2000 * 2001 // 2, 0, 0)
+    run = make_engine("vllm", token_budget=4096).run(
+        make_requests([(0.0, 2000, 2), (prefill_s / 2, 10, 2)]))
+    assert run.request_list[1].first_scheduled_s == pytest.approx(prefill_s)

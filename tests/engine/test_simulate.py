@@ -1,0 +1,68 @@
+"""End-to-end sanity of `simulate` on synthetic workloads: laws a correct engine obeys."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from refimpl.engine import simulate
+from refimpl.errors import ConfigError
+from refimpl.workloads import synthetic
+
+
+@pytest.fixture(scope="module")
+def steady_run():
+    # ~60% load on an H100: long enough for time averages, quick to simulate.
+    workload = synthetic("azure-conv-like", num_requests=1500, rate=8.0, seed=11)
+    return simulate(workload, "vllm")
+
+
+def test_littles_law_holds_on_a_long_stable_run(steady_run):
+    requests, steps = steady_run.requests, steady_run.steps
+    finished = requests.status == "finished"
+    makespan_s = requests.finish_s.max() - requests.arrival_s.min()
+    in_system = steps.num_waiting + steps.num_decode + steps.num_prefill_chunks
+    mean_in_system = float((in_system * steps.duration_s).sum() / makespan_s)  # L
+    arrival_rate = finished.sum() / makespan_s  # lambda
+    mean_time_s = float((requests.finish_s - requests.arrival_s)[finished].mean())  # W
+    assert mean_in_system == pytest.approx(arrival_rate * mean_time_s, rel=0.05)
+
+
+def test_every_step_takes_at_least_what_the_cost_model_allows(steady_run):
+    from refimpl import HardwareSpec, ModelConfig
+    from refimpl.costmodel import RooflineStepModel
+
+    model = RooflineStepModel(ModelConfig.preset("llama-3-8b"), HardwareSpec.preset("h100-sxm"))
+    steps = steady_run.steps
+    fastest_s = np.array([  # the least work each step's shape can be (minimal pairs, context)
+        model.step_time_parts(int(p), int(p), int(d), int(d))
+        for p, d in zip(steps.num_prefill_tokens, steps.num_decode, strict=True)])
+    assert np.all(steps.duration_s >= fastest_s * (1 - 1e-12))
+    assert np.all(steps.num_prefill_tokens + steps.num_decode <= 2048)  # vLLM's token budget
+
+
+def test_ttft_tail_rises_with_load():
+    p95 = []
+    for rate in (4.0, 16.0, 64.0):
+        workload = synthetic("azure-conv-like", num_requests=600, rate=rate, seed=5)
+        p95.append(simulate(workload, "sarathi").summary()["ttft_p95_s"])
+    assert p95[0] < p95[1] < p95[2]
+
+
+def test_same_seed_same_json_report():
+    def report():
+        result = simulate("azure-conv-like", "prefill-first", num_requests=300, seed=4)
+        summary = result.summary()  # less the policy's decision times: those are wall time
+        return json.dumps({k: v for k, v in summary.items() if "decision" not in k},
+                          sort_keys=True)
+
+    assert report() == report()
+
+
+def test_unknown_names_are_refused():
+    with pytest.raises(ConfigError, match="policy='nope'"):
+        simulate("azure-conv-like", "nope", num_requests=5)
+    with pytest.raises(ConfigError, match="model='gpt-5'"):
+        simulate("azure-conv-like", model="gpt-5", num_requests=5)
