@@ -10,11 +10,15 @@ from collections.abc import Callable
 __all__ = ["Progress", "median_s"]
 
 
-def median_s(call: Callable[[], object], repeats: int) -> float:
-    """Median wall time of `repeats` calls after one warm-up (compilation, page faults)."""
+def median_s(call: Callable[[], object], repeats: int, max_total_s: float = 0.2) -> float:
+    """Median wall time of up to `repeats` calls after one warm-up (compilation, page faults).
+
+    Stops early once the timed calls add up to `max_total_s`: long calls vary little, and the
+    profile's time goes to the short ones, where timer noise and jitter weigh most.
+    """
     call()
-    times = []
-    for _ in range(repeats):
+    times: list[float] = []
+    while len(times) < repeats and sum(times) < max_total_s:
         start = time.perf_counter()
         call()
         times.append(time.perf_counter() - start)

@@ -66,8 +66,9 @@ def profile_gemm(model: ModelConfig, tokens: tuple[int, ...], *, repeats: int,
     with threadpool_limits(limits=1, user_api="blas"):
         for m in timed:
             x = rng.standard_normal((m, model.hidden_size), dtype=np.float32)
-            ff_in = np.empty((m, layer[-1].shape[0]), np.float32)
-            q_in = np.empty((m, layer[1].shape[0]), np.float32)
+            # Filled inputs: uninitialised memory may hold NaN or denormals, which time differently.
+            ff_in = rng.standard_normal((m, layer[-1].shape[0]), dtype=np.float32)
+            q_in = rng.standard_normal((m, layer[1].shape[0]), dtype=np.float32)
 
             def run_layer(x=x, ff_in=ff_in, q_in=q_in) -> None:
                 x @ layer[0]  # QKV

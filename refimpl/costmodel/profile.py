@@ -38,7 +38,8 @@ class ProfileMode:
     tile_k: tuple[int, ...]
     pages_per_tile: tuple[int, ...]
     gemm_tokens: tuple[int, ...]  # rows M of the profiled linear layers
-    repeats: int  # timed calls per point after the warm-up; the median is kept
+    repeats: int  # timed calls per point after the warm-up, at most; the median is kept
+    max_point_s: float  # timed seconds per candidate and point, after which repeats stop
     budget_s: float  # wall-clock budget of the kernel grid
     max_kv_tokens: int  # B * T cap of decode caches (float32 K/V: 2 * Hkv * d * 4 B a token)
 
@@ -46,12 +47,12 @@ class ProfileMode:
 MODES: dict[str, ProfileMode] = {
     "quick": ProfileMode(
         name="quick",
-        batches={"prefill": (1, 2, 4), "chunk": (64, 128, 256, 512),
+        batches={"prefill": (1, 2, 4), "chunk": (64, 128, 256),
                  "decode": (1, 4, 16, 64, 256)},
-        seq_lens={"prefill": (128, 256, 512, 1024, 2048), "chunk": (128, 512, 2048),
+        seq_lens={"prefill": (128, 256, 512, 1024), "chunk": (128, 512, 2048),
                   "decode": (128, 512, 2048, 8192)},
-        tile_q=(32, 64), tile_k=(64, 128), pages_per_tile=(2, 8),
-        gemm_tokens=(1, 8, 32, 128, 512, 2048), repeats=3, budget_s=25.0,
+        tile_q=(32, 64), tile_k=(64,), pages_per_tile=(4,),
+        gemm_tokens=(1, 8, 32, 128, 512, 2048), repeats=7, max_point_s=0.03, budget_s=20.0,
         max_kv_tokens=1 << 18,
     ),
     "full": ProfileMode(
@@ -62,8 +63,8 @@ MODES: dict[str, ProfileMode] = {
                   "chunk": (128, 256, 512, 1024, 2048, 4096, 8192),
                   "decode": (128, 256, 512, 1024, 2048, 4096, 8192, 16384)},
         tile_q=(16, 32, 64, 128), tile_k=(32, 64, 128, 256), pages_per_tile=(1, 2, 4, 8, 16),
-        gemm_tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096), repeats=5,
-        budget_s=600.0, max_kv_tokens=1 << 20,
+        gemm_tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096), repeats=9,
+        max_point_s=0.3, budget_s=600.0, max_kv_tokens=1 << 20,
     ),
 }
 
@@ -170,10 +171,10 @@ def run_profile(model: ModelConfig, mode: str | ProfileMode = "quick", *,
             continue
         run = _inputs(phase, dims, batch, seq_len, rng)
         for cand in candidates_of(mode, phase, dims):
-            seconds = median_s(functools.partial(run, cand), mode.repeats)
+            seconds = median_s(functools.partial(run, cand), mode.repeats, mode.max_point_s)
             samples.append(Sample(phase, cand.name, batch, seq_len, seconds))
         bar.show(done, f"{phase} B={batch} T={seq_len}")
-    gemm = profile_gemm(model, mode.gemm_tokens, repeats=mode.repeats, rng=rng)
+    gemm = profile_gemm(model, mode.gemm_tokens, repeats=mode.repeats, rng=rng)  # ~1 s
     return ProfileResult(model=model, dims=dims, mode=mode.name, samples=samples, gemm=gemm,
                          fingerprint=machine_fingerprint(), duration_s=time.perf_counter() - start,
                          skipped=skipped)

@@ -18,7 +18,7 @@ from refimpl.config import HardwareSpec, ModelConfig
 from refimpl.costmodel.candidates import PHASES
 from refimpl.costmodel.fit import _nnls_relative, fit_latency
 from refimpl.costmodel.profile import MODES, ProfileResult, candidates_of
-from refimpl.costmodel.step import StepShape
+from refimpl.costmodel.step import PartsStepModel, StepShape
 from refimpl.costmodel.table import (
     CostTable,
     ForeignTableWarning,
@@ -84,7 +84,7 @@ def _attention_fit(table: CostTable) -> tuple[tuple[float, ...], tuple[float, ..
     return fits[0], fits[1]
 
 
-class ProfiledStepModel:
+class ProfiledStepModel(PartsStepModel):
     """Step time on this CPU from a profiled table: linear layers plus attention, all layers.
 
     Linear layers: the profiled GEMMs at M = prefill tokens + decode sequences, per layer, and
@@ -112,11 +112,6 @@ class ProfiledStepModel:
         self._layer_lines = gemm.lines(gemm.layer_s)
         self._lm_head_lines = gemm.lines(gemm.lm_head_s)
         (self._pa, self._pb, self._pc), (self._da, self._db, self._dc) = _attention_fit(table)
-
-    def step_time(self, shape: StepShape) -> float:
-        """Seconds for the step `shape`."""
-        return self.step_time_parts(shape.prefill_tokens, shape.prefill_pairs,
-                                    shape.decode_seqs, shape.decode_context_tokens)
 
     def step_time_parts(self, prefill_tokens: int, prefill_pairs: int, decode_seqs: int,
                         decode_context_tokens: int) -> float:

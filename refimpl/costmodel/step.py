@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_STEP_OVERHEAD_S",
+    "PartsStepModel",
     "RooflineStepModel",
     "StepShape",
     "StepTimeModel",
@@ -75,6 +76,20 @@ class StepTimeModel(Protocol):
         ...
 
 
+class PartsStepModel:
+    """Base of the step models: `step_time` unpacks the shape into `step_time_parts`."""
+
+    def step_time(self, shape: StepShape) -> float:
+        """Seconds for the step `shape`."""
+        return self.step_time_parts(shape.prefill_tokens, shape.prefill_pairs,
+                                    shape.decode_seqs, shape.decode_context_tokens)
+
+    def step_time_parts(self, prefill_tokens: int, prefill_pairs: int, decode_seqs: int,
+                        decode_context_tokens: int) -> float:
+        """`step_time` from the four counts, with no allocation (the engine's hot path)."""
+        raise NotImplementedError
+
+
 def _layer_linear_params(model: ModelConfig) -> int:
     """Weights of one layer's projections: Q, K, V, O and the MLP."""
     d_q = model.num_heads * model.head_dim
@@ -85,7 +100,7 @@ def _layer_linear_params(model: ModelConfig) -> int:
             + mlp_matrices * model.hidden_size * model.intermediate_size)
 
 
-class RooflineStepModel:
+class RooflineStepModel(PartsStepModel):
     """Analytic step time on a spec-sheet device: nothing here is measured.
 
     Each part of the step takes max(FLOPs / peak, bytes / bandwidth) (the roofline), and the
@@ -128,11 +143,6 @@ class RooflineStepModel:
         self._attn_s_per_pair = self._attn_flops_per_pair * flop_s
         self._new_token_s = self._new_token_bytes * byte_s
         self._kv_s_per_context_token = self._kv_bytes_per_context_token * byte_s
-
-    def step_time(self, shape: StepShape) -> float:
-        """Seconds for the step `shape`."""
-        return self.step_time_parts(shape.prefill_tokens, shape.prefill_pairs,
-                                    shape.decode_seqs, shape.decode_context_tokens)
 
     def step_time_parts(self, prefill_tokens: int, prefill_pairs: int, decode_seqs: int,
                         decode_context_tokens: int) -> float:
