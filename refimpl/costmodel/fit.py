@@ -28,6 +28,7 @@ __all__ = [
     "features",
     "fit_latency",
     "holdout_mask",
+    "nnls_relative",
 ]
 
 FEATURES = ("per_call", "tile_steps", "flops", "hbm_bytes", "roofline_s", "sequences")
@@ -52,7 +53,7 @@ def baseline_features(phase: str, batch: int, seq_len: int) -> list[float]:
     return [1.0, batch, batch * seq_len]
 
 
-def _nnls_relative(x: np.ndarray, y_s: np.ndarray) -> np.ndarray:
+def nnls_relative(x: np.ndarray, y_s: np.ndarray) -> np.ndarray:
     """Non-negative c minimising sum((x c / y - 1)^2): least squares on relative error."""
     a = x / y_s[:, None]
     scale = a.max(axis=0)
@@ -133,10 +134,10 @@ def fit_latency(samples: Sequence[Sample], candidates: Sequence[Candidate],
         for name, x, xb, y, tr in _fit_groups(mine, cands, dims, hardware, train):
             held = ~tr
             if tr.sum() >= 2 and held.any():
-                errs += list(np.abs(x[held] @ _nnls_relative(x[tr], y[tr]) / y[held] - 1))
-                base_errs += list(np.abs(xb[held] @ _nnls_relative(xb[tr], y[tr]) / y[held] - 1))
+                errs += list(np.abs(x[held] @ nnls_relative(x[tr], y[tr]) / y[held] - 1))
+                base_errs += list(np.abs(xb[held] @ nnls_relative(xb[tr], y[tr]) / y[held] - 1))
             num_train += int(tr.sum())
-            coefficients[name] = tuple(float(c) for c in _nnls_relative(x, y))
+            coefficients[name] = tuple(float(c) for c in nnls_relative(x, y))
         errors[phase] = PhaseError(phase, float(np.mean(errs)) if errs else float("nan"),
                                    float(np.mean(base_errs)) if base_errs else float("nan"),
                                    num_train, len(errs))

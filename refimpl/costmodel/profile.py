@@ -24,7 +24,7 @@ from refimpl.costmodel.gemm import GemmProfile, profile_gemm
 from refimpl.errors import ConfigError
 from refimpl.kernels import chunk_attention, decode_attention, prefill_attention
 
-__all__ = ["MODES", "ProfileMode", "ProfileResult", "Sample", "run_profile"]
+__all__ = ["MODES", "ProfileMode", "ProfileResult", "Sample", "candidates_of", "run_profile"]
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import numpy as np
 
 from refimpl.config import HardwareSpec, ModelConfig
 from refimpl.costmodel.candidates import PHASES
-from refimpl.costmodel.fit import _nnls_relative, fit_latency
+from refimpl.costmodel.fit import fit_latency, nnls_relative
 from refimpl.costmodel.profile import MODES, ProfileResult, candidates_of
 from refimpl.costmodel.step import PartsStepModel, StepShape
 from refimpl.costmodel.table import (
@@ -80,7 +80,7 @@ def _attention_fit(table: CostTable) -> tuple[tuple[float, ...], tuple[float, ..
     fits = []
     for data in (rows, decode_rows):
         x, y = zip(*data, strict=True)
-        fits.append(tuple(float(c) for c in _nnls_relative(np.array(x), np.array(y))))
+        fits.append(tuple(float(c) for c in nnls_relative(np.array(x), np.array(y))))
     return fits[0], fits[1]
 
 
