@@ -46,18 +46,17 @@ def window(workload: Workload, start_s: float, end_s: float) -> Workload:
     first, stop = np.searchsorted(workload.arrival_s, [start_s, end_s], side="left")
     if first == stop:
         raise ConfigError("start_s", start_s, f"no arrivals in [{start_s}, {end_s}) s")
-    selected = _select(workload, np.arange(first, stop), "start_s")
-    return replace(selected, arrival_s=selected.arrival_s - selected.arrival_s[0])
+    return _select(workload, np.arange(first, stop), "start_s")
 
 
 def _select(workload: Workload, index: np.ndarray, field: str) -> Workload:
-    """The rows at `index` (int64 (k,), k >= 1), every per-request field alike."""
+    """The rows at `index` (int64 (k,), k >= 1, ascending), arrivals re-based to 0.0."""
     if workload.num_clipped:
         raise ConfigError(field, len(index), "select requests before clip_to_context, not after")
     hash_ids = workload.hash_ids
     return replace(
         workload,
-        arrival_s=workload.arrival_s[index],
+        arrival_s=workload.arrival_s[index] - workload.arrival_s[index[0]],
         prompt_tokens=workload.prompt_tokens[index],
         output_tokens=workload.output_tokens[index],
         priority=workload.priority[index],
