@@ -5,22 +5,21 @@ transform with interpolation in log space, then rounded and clipped to the trace
 min/max (the table's end points). A log-normal fits these traces badly: the conversation
 prompts cluster at a few sizes and the code outputs have a long tail, so a log-normal fitted to
 log lengths misses the p50 by up to 25% and the p95 by up to 40%. The table reproduces p50 and
-p95 within 1% and the mean within 2% (tests/workloads/test_lengths.py checks the constants and
-the samples against the real files when present).
+p95 within 1% and the mean within 2% (tests/workloads/test_real_traces.py checks the constants
+against the real files when present, test_synthetic.py the samples).
 
 Prompt and output lengths are sampled independently: their Spearman rank correlation is 0.07
 (conv) and -0.02 (code) in the traces.
 
 Source: Azure/AzurePublicDataset, data/AzureLLMInferenceTrace_{conv,code}.csv (CC BY 4.0;
 Patel et al., "Splitwise", ISCA 2024), commit 790921015d50dd6aae7f7e47f39ba0e235ad6b08.
-Fitted with `fit_quantile_table` over every row, i.e. by
-`python -m refimpl.workloads.lengths /work/shared/traces/AzureLLMInferenceTrace_conv.csv`
-(and `..._code.csv`), which prints the tables below.
+Fitted with `fit_quantile_table` over every row; to refit (prints the tables below):
+`python -c "import sys; from refimpl.workloads import fit_length_distribution as f;
+print(f(sys.argv[1]))" ../shared/traces/AzureLLMInferenceTrace_conv.csv` (and `..._code.csv`).
 """
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -113,15 +112,3 @@ AZURE_CODE_LENGTHS = LengthDistribution(
 )
 # fmt: on
 
-
-def main(argv: list[str]) -> None:
-    """Print the fitted tables of each trace path given, ready to paste above."""
-    for path in argv:
-        fitted = fit_length_distribution(path)
-        print(f"# {path}")
-        print(f"prompt=QuantileTable(tokens={fitted.prompt.tokens}),")
-        print(f"output=QuantileTable(tokens={fitted.output.tokens}),")
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
