@@ -111,4 +111,3 @@ AZURE_CODE_LENGTHS = LengthDistribution(
     )),
 )
 # fmt: on
-
