@@ -79,6 +79,7 @@ def plot_latency_cdfs(runs: Runs, path: str | Path) -> Path:
 
     colors = _colors(runs)
     latencies = {name: request_latencies(requests) for name, (requests, _) in runs.items()}
+    # The policies replay one workload, so the first run's requests carry every target.
     first_requests = next(iter(runs.values()))[0] if runs else None
     fig = Figure(figsize=(12, 4.8), layout="constrained")
     ttft_ax, tpot_ax = fig.subplots(1, 2)

@@ -23,7 +23,10 @@ def _seconds(value: float | None) -> str:
 
 
 def _number(value: float | None) -> str:
-    return MISSING if value is None else f"{value:.3g}"
+    if value is None:
+        return MISSING
+    # Three significant figures, but whole thousands rather than '4.56e+03'.
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
 
 
 def _percent(value: float | None) -> str:

@@ -50,3 +50,10 @@ def test_one_run_in_detail():
 def test_one_run_without_steps_or_requests():
     text = format_run(summarize(make_requests([])))
     assert "0 requests" in text and "KV use" not in text and "rejected by reason: none" in text
+
+
+def test_large_rates_read_in_thousands_not_exponents():
+    from refimpl.metrics.table import _number
+
+    assert (_number(4561.7), _number(20.94), _number(0.4), _number(None)) == (
+        "4,562", "20.9", "0.4", MISSING)
