@@ -271,7 +271,7 @@ def run(*, quick: bool = False, num_threads: int | None = None,
         thread_counts = sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)})
     else:
         thread_counts = [num_threads]
-    repeats = 2 if quick else 3
+    repeats = 2
     try:
         import torch  # noqa: F401
         torch_installed = True

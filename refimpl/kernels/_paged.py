@@ -25,6 +25,7 @@ from refimpl.kernels._tile import (
     new_scratch,
     rows_view,
     scratch_bytes,
+    start_rows,
     store_rows,
 )
 from refimpl.kernels.costs import FLOAT_BYTES, PAGE_ID_BYTES
@@ -104,15 +105,8 @@ def paged_kernel(q, k_cache, v_cache, k_scales, v_scales, lut, block_tables, q_s
         num_rows = heads_per_tile * rows
         scratch = new_scratch(heads_per_tile * tile_q, tile_k, head_dim)
         counters[item, SRAM_BYTES] = scratch_bytes(scratch)
-        qs_buf, ks_buf, vs_buf, s_buf, pv_buf, o_buf, m_buf, l_buf = scratch
-        qs = rows_view(qs_buf, num_rows, head_dim)
-        pv = rows_view(pv_buf, num_rows, head_dim)
-        o = rows_view(o_buf, num_rows, head_dim)
-        m = m_buf[:num_rows]
-        l = l_buf[:num_rows]  # noqa: E741
-        m[:] = -np.inf
-        l[:] = 0.0
-        o[:] = 0.0
+        ks_buf, vs_buf, s_buf = scratch[1], scratch[2], scratch[3]
+        qs, pv, o, m, l = start_rows(scratch, num_rows, head_dim)  # noqa: E741
         q_row0 = ((b * num_kv_heads + kv_head) * group + chunk * heads_per_tile) * num_queries + q0
         counters[item, READ_BYTES] += load_queries(qs, q2, q_row0, rows, num_queries, scale)
         pos0 = q_starts[b] + q0  # position of the tile's first query

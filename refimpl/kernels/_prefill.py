@@ -24,6 +24,7 @@ from refimpl.kernels._tile import (
     new_scratch,
     rows_view,
     scratch_bytes,
+    start_rows,
     store_rows,
 )
 from refimpl.kernels.costs import FLOAT_BYTES
@@ -54,15 +55,8 @@ def prefill_kernel(q, k, v, out, tile_q, tile_k, heads_per_tile, causal, counter
         num_rows = heads_per_tile * rows  # stacked rows of the tile GEMMs
         scratch = new_scratch(heads_per_tile * tile_q, tile_k, head_dim)
         counters[item, SRAM_BYTES] = scratch_bytes(scratch)
-        qs_buf, ks_buf, vs_buf, s_buf, pv_buf, o_buf, m_buf, l_buf = scratch
-        qs = rows_view(qs_buf, num_rows, head_dim)
-        pv = rows_view(pv_buf, num_rows, head_dim)
-        o = rows_view(o_buf, num_rows, head_dim)
-        m = m_buf[:num_rows]
-        l = l_buf[:num_rows]  # noqa: E741
-        m[:] = -np.inf
-        l[:] = 0.0
-        o[:] = 0.0
+        ks_buf, vs_buf, s_buf = scratch[1], scratch[2], scratch[3]
+        qs, pv, o, m, l = start_rows(scratch, num_rows, head_dim)  # noqa: E741
         q_row0 = (seq_head * group + chunk * heads_per_tile) * seq_len + q0  # == (b, h, q0)
         counters[item, READ_BYTES] += load_queries(qs, q2, q_row0, rows, seq_len, scale)
         kv_row0 = seq_head * seq_len  # key 0 of this sequence and KV head

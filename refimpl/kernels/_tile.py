@@ -85,6 +85,19 @@ def scratch_bytes(scratch):
 
 
 @kernel
+def start_rows(scratch, num_rows, head_dim):
+    """Views of the Q, PV, output, max and sum buffers for num_rows rows, state emptied."""
+    qs_buf, _, _, _, pv_buf, o_buf, m_buf, l_buf = scratch
+    o = rows_view(o_buf, num_rows, head_dim)
+    m = m_buf[:num_rows]
+    l = l_buf[:num_rows]  # noqa: E741
+    m[:] = -np.inf
+    l[:] = 0.0
+    o[:] = 0.0
+    return rows_view(qs_buf, num_rows, head_dim), rows_view(pv_buf, num_rows, head_dim), o, m, l
+
+
+@kernel
 def rows_view(flat, num_rows, num_cols):
     """The first num_rows * num_cols floats of a flat buffer as a C-contiguous matrix."""
     return flat[: num_rows * num_cols].reshape(num_rows, num_cols)

@@ -33,6 +33,7 @@ KV_FORMATS: tuple[str, ...] = ("int8", "fp8_e4m3")
 INT8_MAX = 127  # symmetric: -128 is never used, so negation is exact
 FP8_E4M3_MAX = 448.0  # 1.75 * 2**8: exponent field 15, mantissa 110
 FP8_E4M3_NAN = 0x7F
+_PAGES_PER_BATCH = 256  # pages quantized at a time: float64 temporaries stay ~100 MiB
 
 
 def _e4m3_table() -> np.ndarray:
@@ -98,11 +99,14 @@ def quantize_pages(cache: np.ndarray, fmt: KVFormat = "int8") -> QuantizedPages:
     amax = np.abs(cache).max(axis=(1, 3))  # (num_pages, Hkv)
     top = INT8_MAX if fmt == "int8" else FP8_E4M3_MAX
     scales = np.where(amax > 0, amax / top, 1.0).astype(np.float32)  # all-zero pages: 1
-    scaled = cache / scales[:, None, :, None]  # (num_pages, P, Hkv, d), |x| <= top
-    if fmt == "int8":
-        codes = np.clip(np.rint(scaled), -INT8_MAX, INT8_MAX).astype(np.int8)
-    else:
-        codes = fp8_e4m3_encode(scaled)
+    codes = np.empty(cache.shape, np.int8 if fmt == "int8" else np.uint8)
+    for lo in range(0, cache.shape[0], _PAGES_PER_BATCH):  # bounded temporaries
+        hi = lo + _PAGES_PER_BATCH
+        scaled = cache[lo:hi] / scales[lo:hi, None, :, None]  # (pages, P, Hkv, d), |x| <= top
+        if fmt == "int8":
+            codes[lo:hi] = np.clip(np.rint(scaled), -INT8_MAX, INT8_MAX)
+        else:
+            codes[lo:hi] = fp8_e4m3_encode(scaled)
     return QuantizedPages(codes, scales, fmt)
 
 
