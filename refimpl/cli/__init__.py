@@ -19,7 +19,9 @@ from refimpl.errors import RefimplError
 __all__ = ["build_parser", "main"]
 
 # Subcommand modules, in the order `refimpl --help` lists them.
-SUBCOMMANDS = ("info", "grade", "exercises", "practice", "bench", "profile", "pareto")
+SUBCOMMANDS = (
+    "info", "demo", "simulate", "profile", "pareto", "bench", "grade", "exercises", "practice",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,7 +21,7 @@ from refimpl.kv.pool import PagePool
 from refimpl.metrics.records import RequestRecords, StepRecords
 from refimpl.sched.policy import Policy, make_policy
 from refimpl.sched.request import Request
-from refimpl.workloads import Workload, synthetic
+from refimpl.workloads import Workload, make_workload
 
 __all__ = ["SimulationResult", "kv_pool_for", "requests_from_workload", "simulate"]
 
@@ -93,7 +93,7 @@ def simulate(
     model = model if isinstance(model, ModelConfig) else ModelConfig.preset(model)
     hardware = hardware if isinstance(hardware, HardwareSpec) else HardwareSpec.preset(hardware)
     if isinstance(workload, str):
-        workload = _named_workload(workload, num_requests, rate, seed)
+        workload = make_workload(workload, num_requests=num_requests, rate=rate, seed=seed)
     policy = make_policy(policy, **(policy_params or {}))
     step_model = step_model or step_time_model(model, hardware)
     pool = kv_pool_for(model, hardware, page_size)
@@ -107,13 +107,3 @@ def simulate(
     }
     return SimulationResult(policy.name, run.requests, run.steps, settings,
                             time.perf_counter() - started)
-
-
-def _named_workload(spec: str, num_requests: int | None, rate: float | None,
-                    seed: int) -> Workload:
-    """A synthetic workload by name, or a trace file by path."""
-    try:
-        from refimpl.workloads import make_workload
-    except ImportError:  # readers not there yet: synthetic names only
-        return synthetic(spec, num_requests=num_requests or 1000, rate=rate, seed=seed)
-    return make_workload(spec, num_requests=num_requests, rate=rate, seed=seed)

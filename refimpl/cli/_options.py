@@ -1,0 +1,42 @@
+"""Options shared by the subcommands that serve a workload (`simulate`, `demo`, `run`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from refimpl.config import MODEL_PRESETS, preset_names
+from refimpl.sched import POLICIES
+from refimpl.workloads import DEFAULT_WORKLOAD, synthetic_names
+
+
+def add_workload_options(parser: argparse.ArgumentParser, *, model: str, hardware: str,
+                         num_requests: int | None, rate: float | None = None,
+                         out: Path | None = None) -> None:
+    """--workload, --model, --hardware, --rate, --num-requests, --seed, --json, --out."""
+    parser.add_argument("--workload", default=DEFAULT_WORKLOAD, metavar="NAME_OR_PATH",
+                        help=f"a synthetic workload ({', '.join(synthetic_names())}) or a trace "
+                        "file (Azure 2023 CSV, Mooncake JSONL, length-only CSV; detected) "
+                        f"(default: {DEFAULT_WORKLOAD})")
+    parser.add_argument("--model", default=model, choices=list(MODEL_PRESETS),
+                        help=f"model preset (default: {model})")
+    parser.add_argument("--hardware", default=hardware, choices=list(preset_names()),
+                        help=f"hardware preset (default: {hardware})")
+    parser.add_argument("--rate", type=float, default=rate, metavar="REQ_PER_S",
+                        help="arrival rate in requests/s (default: "
+                        + (f"{rate})" if rate else "the workload's own)"))
+    parser.add_argument("--num-requests", type=int, default=num_requests, metavar="N",
+                        help="serve the first N requests" + (
+                            f" (default: {num_requests})" if num_requests else " (default: all)"))
+    parser.add_argument("--seed", type=int, default=0, help="seed of synthetic workloads "
+                        "and of generated arrivals (default: 0)")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="write the report as JSON"
+                        + (" (default: DIR/report.json)" if out else ""))
+    parser.add_argument("--out", type=Path, default=out, metavar="DIR",
+                        help="write plots (PNG) here" + (f" (default: {out})" if out else ""))
+
+
+def add_policy_option(parser: argparse.ArgumentParser, default: str) -> None:
+    """--policy NAME (or `all`)."""
+    parser.add_argument("--policy", default=default, choices=[*POLICIES, "all"],
+                        help=f"scheduling policy, or `all` side by side (default: {default})")

@@ -1,0 +1,51 @@
+"""Running policies over one workload and reporting them: shared by `simulate` and `demo`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from refimpl.engine import SimulationResult, simulate
+from refimpl.metrics.plots import plot_latency_cdfs, plot_timeline
+from refimpl.metrics.report import build_report, write_report
+from refimpl.metrics.table import format_comparison, format_run
+from refimpl.report.progress import ProgressBar
+from refimpl.workloads import make_workload
+
+
+def simulate_policies(args: argparse.Namespace, policies: list[str]) -> dict[str, SimulationResult]:
+    """Simulate every policy on the workload the options describe, with a progress bar."""
+    workload = make_workload(args.workload, num_requests=args.num_requests, rate=args.rate,
+                             seed=args.seed)
+    show = sys.stderr.isatty()
+    return {
+        name: simulate(workload, name, model=args.model, hardware=args.hardware,
+                       seed=args.seed, progress=ProgressBar(f"{name:<14}") if show else None)
+        for name in policies
+    }
+
+
+def report(args: argparse.Namespace, results: dict[str, SimulationResult]) -> None:
+    """Print the table(s); write the JSON report and the plots where asked."""
+    summaries = {name: result.summary() for name, result in results.items()}
+    first = next(iter(results.values()))
+    print(f"workload {first.settings['workload']}: {first.settings['num_requests']} requests, "
+          f"{first.settings['model']} on {first.settings['hardware']} "
+          f"({first.settings['step_model']}, {first.settings['kv_pages']} KV pages)")
+    if len(results) == 1:
+        print(format_run(next(iter(summaries.values())), title=first.policy))
+    else:
+        print(format_comparison(summaries))
+    for name, result in results.items():
+        print(f"  {name}: simulated in {result.wall_s:.2f} s "
+              f"({len(result.requests) / max(result.wall_s, 1e-9):,.0f} requests/s)")
+    runs = {name: (r.requests, r.steps) for name, r in results.items()}
+    if args.json is not None:
+        settings = {**first.settings, "policies": list(results), "rate": args.rate}
+        settings.pop("policy", None)
+        print(f"report: {write_report(build_report(runs, settings), args.json)}")
+    if args.out is not None:
+        out = Path(args.out)
+        print(f"plots: {plot_latency_cdfs(runs, out / 'latency_cdfs.png')}, "
+              f"{plot_timeline(runs, out / 'timeline.png')}")

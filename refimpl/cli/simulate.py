@@ -1,0 +1,27 @@
+"""`refimpl simulate`: serve a workload with a policy on the simulated clock and report."""
+
+from __future__ import annotations
+
+import argparse
+
+from refimpl.cli._options import add_policy_option, add_workload_options
+from refimpl.cli._serve import report, simulate_policies
+from refimpl.sched import POLICIES
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `simulate` subcommand."""
+    parser = subparsers.add_parser(
+        "simulate", help="replay a workload through a policy on a simulated clock",
+        description="Replay a synthetic workload or a public trace through a scheduling "
+        "policy; step times come from the cost model (analytic for spec-sheet GPUs).")
+    add_workload_options(parser, model="llama-3-8b", hardware="h100-sxm", num_requests=None)
+    add_policy_option(parser, default="vllm")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Simulate and report."""
+    policies = list(POLICIES) if args.policy == "all" else [args.policy]
+    report(args, simulate_policies(args, policies))
+    return 0

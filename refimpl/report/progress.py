@@ -1,0 +1,32 @@
+"""A one-line progress bar on stderr for long runs, redrawn at most a few times a second."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+__all__ = ["ProgressBar"]
+
+
+class ProgressBar:
+    """Callable as `bar(done, total)`; draws `label [#####     ] done/total` in place."""
+
+    def __init__(self, label: str, stream: TextIO | None = None, width: int = 30,
+                 interval_s: float = 0.2) -> None:
+        self.label = label
+        self.stream = stream or sys.stderr
+        self.width = width
+        self.interval_s = interval_s
+        self._last_draw = -float("inf")
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - self._last_draw < self.interval_s:
+            return
+        self._last_draw = now
+        filled = self.width * done // max(total, 1)
+        bar = "#" * filled + " " * (self.width - filled)
+        end = "\n" if done >= total else ""
+        self.stream.write(f"\r{self.label} [{bar}] {done}/{total}{end}")
+        self.stream.flush()
