@@ -176,7 +176,7 @@ def step_time_model(model: ModelConfig, hardware: HardwareSpec,
     Spec-sheet hardware (`hardware.analytic`) gets `RooflineStepModel`. Measured hardware gets
     `ProfiledStepModel` from `table`, or from this machine's table saved by `refimpl profile`
     for `model`; with neither, the roofline of the probed figures (never a silent profile run:
-    that takes from half a minute to many).
+    it takes 20 s in quick mode, minutes in full).
     """
     if hardware.analytic:
         return RooflineStepModel(model, hardware)
