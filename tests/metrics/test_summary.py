@@ -6,6 +6,8 @@ import dataclasses
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from refimpl.metrics import RequestRecords, summarize, summarize_by_class
 from refimpl.metrics.summary import _STEP_KEYS
@@ -167,3 +169,40 @@ def test_an_all_rejected_run_attains_zero():
 def test_a_finished_request_without_a_first_token_misses_ttft():
     s = summarize(make_requests([{"arrival_s": 0.0, "finish_s": 1.0, "first_token_s": NAN}]))
     assert (s["num_finished"], s["num_slo_met"], s["ttft_p50_s"]) == (1, 0, None)
+
+
+times = st.floats(min_value=0.0, max_value=100.0, allow_nan=False)
+
+
+@st.composite
+def random_row(draw) -> dict:
+    """A finished or rejected request with consistent times (or first token missing)."""
+    arrival_s = draw(times)
+    if draw(st.booleans()):
+        return rejected(arrival_s, draw(st.sampled_from(["kv_full", "too_long"])))
+    queue_s, ttft_extra_s, decode_s = draw(times), draw(times), draw(times)
+    return {"arrival_s": arrival_s, "first_scheduled_s": arrival_s + queue_s,
+            "first_token_s": arrival_s + queue_s + ttft_extra_s,
+            "finish_s": arrival_s + queue_s + ttft_extra_s + decode_s,
+            "num_generated": draw(st.integers(1, 50)), "num_preemptions": draw(st.integers(0, 2)),
+            "slo_class": draw(st.sampled_from(["chat", "batch"])),
+            "ttft_slo_s": draw(times), "tpot_slo_s": draw(times)}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(random_row(), max_size=12))
+def test_random_runs_balance_and_stay_nan_free(rows):
+    s = summarize(make_requests(rows))
+    assert _no_nan(s)
+    assert s["num_finished"] + s["num_rejected"] == s["num_requests"] == len(rows)
+    assert sum(s["rejected_by_reason"].values()) == s["num_rejected"]
+    assert sum(s["finished_by_reason"].values()) == s["num_finished"]
+    assert s["num_slo_met"] <= min(s["num_ttft_met"], s["num_tpot_met"]) <= s["num_finished"]
+    if rows:
+        assert s["slo_attainment"] == s["num_slo_met"] / len(rows)
+    if s["makespan_s"]:
+        assert s["goodput_req_s"] * s["makespan_s"] == pytest.approx(s["num_slo_met"])
+    by_class = summarize_by_class(make_requests(rows))
+    assert sum(c["num_slo_met"] for c in by_class.values()) == s["num_slo_met"]
+    if s["ttft_p50_s"] is not None:
+        assert s["ttft_p50_s"] <= s["ttft_p90_s"] <= s["ttft_p99_s"]
