@@ -1,13 +1,40 @@
 """refimpl: a measured reference implementation of an SLA-aware LLM serving stack on the CPU.
 
 The public API is what this module names; notebooks, exercises and scripts use only it.
-Importing refimpl is cheap: it neither imports Numba nor compiles anything.
+Importing refimpl is cheap: configs and errors load at once, everything that needs Numba
+(kernels, the KV pool, the engine) loads on first use, and nothing is compiled.
+
+    import refimpl
+    result = refimpl.simulate("azure-conv-like", "sarathi", model="llama-3-8b",
+                              hardware="h100-sxm", num_requests=500)
+    result.summary()["ttft_p95_s"]
 """
+
+from __future__ import annotations
+
+import importlib
 
 from refimpl import errors
 from refimpl._version import __version__
 from refimpl.config import SLO, HardwareSpec, ModelConfig, PriorityClass
 from refimpl.errors import RefimplError
+
+# Public names whose modules import Numba or the whole engine: loaded when first used.
+_LAZY = {
+    "simulate": "refimpl.engine",
+    "SimulationResult": "refimpl.engine",
+    "Request": "refimpl.sched",
+    "StepPlan": "refimpl.sched",
+    "QueuePolicy": "refimpl.sched",
+    "make_policy": "refimpl.sched",
+    "POLICIES": "refimpl.sched",
+    "PagePool": "refimpl.kv",
+    "Workload": "refimpl.workloads",
+    "make_workload": "refimpl.workloads",
+    "synthetic": "refimpl.workloads",
+    "load_trace": "refimpl.workloads",
+    "summarize": "refimpl.metrics",
+}
 
 __all__ = [
     "SLO",
@@ -17,4 +44,15 @@ __all__ = [
     "RefimplError",
     "__version__",
     "errors",
+    *_LAZY,
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'refimpl' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

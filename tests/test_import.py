@@ -9,10 +9,13 @@ import refimpl
 
 
 def test_public_api_names_the_promised_interfaces():
-    for name in ("ModelConfig", "HardwareSpec", "SLO", "RefimplError", "__version__"):
+    for name in ("ModelConfig", "HardwareSpec", "SLO", "Request", "simulate", "RefimplError",
+                 "__version__"):
         assert name in refimpl.__all__
-        assert hasattr(refimpl, name)
+    for name in refimpl.__all__:  # every promised name resolves (lazy ones on first use)
+        assert getattr(refimpl, name) is not None
     assert issubclass(refimpl.errors.RefimplError, ValueError)
+    assert refimpl.ModelConfig.preset("tiny").kv_bytes_per_token() == 4096
 
 
 def test_import_neither_imports_numba_nor_compiles():
