@@ -12,6 +12,7 @@ from collections.abc import Iterable
 __all__ = [
     "CapacityError",
     "ConfigError",
+    "GradingError",
     "KVCacheError",
     "KernelInputError",
     "RefimplError",
@@ -72,3 +73,7 @@ class CapacityError(RefimplError):
 
 class KVCacheError(RefimplError):
     """A page-pool call that does not fit the pool's state: an unknown or already-freed request."""
+
+
+class GradingError(RefimplError):
+    """An unknown exercise, a missing solution file, or a missing exercises folder."""

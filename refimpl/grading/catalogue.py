@@ -11,25 +11,17 @@ Each exercise folder holds `<name>.py` (the starter), `test_<name>.py` (graded t
 from __future__ import annotations
 
 import os
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
-
-from refimpl.errors import RefimplError
+from refimpl.errors import GradingError
 
 __all__ = ["EXERCISES_ENV", "Exercise", "GradingError", "catalogue", "exercises_dir",
            "find_exercise"]
 
 EXERCISES_ENV = "REFIMPL_EXERCISES"
 DIFFICULTIES = ("warm-up", "easy", "medium", "hard")  # the catalogue lists them in this order
-
-
-class GradingError(RefimplError):
-    """An unknown exercise, a missing solution file, or a missing exercises folder."""
 
 
 @dataclass(frozen=True)

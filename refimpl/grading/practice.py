@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 from refimpl.config.probe import cache_dir
@@ -49,7 +49,7 @@ def record(report: GradeReport, path: Path) -> None:
         "max_score": report.max_score,
         "passed": [test.name for test in report.tests if test.passed],
         "failed": [test.name for test in report.tests if not test.passed],
-        "graded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "graded_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 from refimpl.config._validate import positive_int, positive_real
 from refimpl.errors import ConfigError
@@ -36,7 +36,7 @@ from refimpl.kv.pool import PagePool, RequestState
 __all__ = ["KVCandidate", "LadderAction", "LadderConfig", "LadderStep", "PressureLadder"]
 
 
-class LadderStep(str, Enum):
+class LadderStep(StrEnum):
     """The ladder's steps, cheapest first; the value is the reason code recorded."""
 
     QUEUE_NEW = "queue_new"
