@@ -13,6 +13,7 @@ from pathlib import Path
 SUITES = {
     "kernels": "attention kernels: prefill vs PyTorch/oracle/GEMM, decode vs memory read",
     "kv": "page pool: allocate/free and decode-batch append vs a pure-Python allocator",
+    "engine": "simulated engine: a whole public trace through every baseline policy",
     "costmodel": "cost model: held-out MAPE vs DistServe baseline, look-up cost, profile time",
 }
 
