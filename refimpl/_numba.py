@@ -1,7 +1,8 @@
 """The one place where refimpl talks to Numba: compile options and environment switches.
 
-Every kernel module decorates its kernels with `kernel` (or builds a serial/parallel pair with
-`kernel_pair`) instead of calling `numba.njit` itself, so the policy below holds everywhere:
+Every kernel module decorates its kernels with `kernel` (hot helpers with `inline_kernel`, or a
+serial/parallel pair with `kernel_pair`) instead of calling `numba.njit` itself, so the policy
+below holds everywhere:
 
 - `nopython` always; `fastmath` off, because online softmax relies on `-inf` and NaN
   semantics that `nnan`/`ninf` would break;
@@ -30,6 +31,7 @@ import numba
 __all__ = [
     "KernelPair",
     "cache_enabled",
+    "inline_kernel",
     "kernel",
     "kernel_pair",
     "parallel_default",
@@ -62,6 +64,17 @@ def parallel_default() -> bool:
 def kernel(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Compile `fn` lazily as a serial, cached, nopython kernel."""
     return numba.njit(cache=cache_enabled(), nogil=True, fastmath=False)(fn)
+
+
+def inline_kernel(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Compile `fn` as a helper that Numba pastes into every kernel calling it.
+
+    A call from one compiled function to another updates the reference count of every array
+    argument, which costs more than a small helper's work; `inline="always"` inlines the body at
+    Numba's IR level, so hot helpers cost nothing and kernels can still be cut into small
+    functions. Called from Python, it runs as an ordinary kernel.
+    """
+    return numba.njit(inline="always", cache=cache_enabled(), nogil=True, fastmath=False)(fn)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ analytic (spec-sheet GPUs, Williams et al.'s roofline per operation); `ProfiledS
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from refimpl.config import HardwareSpec, ModelConfig, dtype_bytes
 from refimpl.errors import ConfigError
@@ -20,9 +20,11 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_STEP_OVERHEAD_S",
     "PartsStepModel",
+    "RooflineCoefficients",
     "RooflineStepModel",
     "StepShape",
     "StepTimeModel",
+    "roofline_step_s",
     "step_time_model",
 ]
 
@@ -100,6 +102,36 @@ def _layer_linear_params(model: ModelConfig) -> int:
             + mlp_matrices * model.hidden_size * model.intermediate_size)
 
 
+class RooflineCoefficients(NamedTuple):
+    """A roofline step model's seconds per unit of work, as plain floats for compiled code."""
+
+    overhead_s: float  # fixed cost of a non-empty step
+    linear_s_per_token: float  # linear-layer compute of one token, all layers
+    lm_head_s_per_seq: float  # LM-head compute of one decoding sequence
+    weights_s: float  # reading every weight once
+    attn_s_per_pair: float  # attention compute of one query-key pair (or context token)
+    new_token_s: float  # moving a new token's Q, O, K and V
+    kv_s_per_context_token: float  # reading one cached token's K and V
+
+
+def roofline_step_s(c: RooflineCoefficients, prefill_tokens: int, prefill_pairs: int,
+                    decode_seqs: int, decode_context_tokens: int) -> float:
+    """The roofline step time: the one formula, run by Python and compiled by the fast engine.
+
+    Plain arithmetic on purpose: `refimpl.engine.compiled` compiles this very function with
+    Numba, so both engines add the same floats in the same order (bit-identical clocks).
+    """
+    if prefill_tokens + decode_seqs <= 0:
+        return 0.0
+    linear_s = max((prefill_tokens + decode_seqs) * c.linear_s_per_token
+                   + decode_seqs * c.lm_head_s_per_seq, c.weights_s)
+    prefill_s = max(prefill_pairs * c.attn_s_per_pair, prefill_tokens * c.new_token_s)
+    decode_s = max(decode_context_tokens * c.attn_s_per_pair,
+                   decode_context_tokens * c.kv_s_per_context_token
+                   + decode_seqs * c.new_token_s)
+    return c.overhead_s + linear_s + prefill_s + decode_s
+
+
 class RooflineStepModel(PartsStepModel):
     """Analytic step time on a spec-sheet device: nothing here is measured.
 
@@ -137,26 +169,21 @@ class RooflineStepModel(PartsStepModel):
         flop_s = 1.0 / hardware.peak_flops
         byte_s = 1.0 / hardware.memory_bandwidth_bytes_s
         # Seconds per unit, so the hot path is a few multiplies and max().
-        self._linear_s_per_token = self._linear_flops_per_token * flop_s
-        self._lm_head_s_per_seq = self._lm_head_flops_per_seq * flop_s
-        self._weights_s = self._weight_bytes * byte_s
-        self._attn_s_per_pair = self._attn_flops_per_pair * flop_s
-        self._new_token_s = self._new_token_bytes * byte_s
-        self._kv_s_per_context_token = self._kv_bytes_per_context_token * byte_s
+        self.coefficients = RooflineCoefficients(
+            overhead_s=self.overhead_s,
+            linear_s_per_token=self._linear_flops_per_token * flop_s,
+            lm_head_s_per_seq=self._lm_head_flops_per_seq * flop_s,
+            weights_s=self._weight_bytes * byte_s,
+            attn_s_per_pair=self._attn_flops_per_pair * flop_s,
+            new_token_s=self._new_token_bytes * byte_s,
+            kv_s_per_context_token=self._kv_bytes_per_context_token * byte_s,
+        )
 
     def step_time_parts(self, prefill_tokens: int, prefill_pairs: int, decode_seqs: int,
                         decode_context_tokens: int) -> float:
         """`step_time` from the four counts, with no allocation (the engine calls it per step)."""
-        if prefill_tokens + decode_seqs <= 0:
-            return 0.0
-        linear_s = max((prefill_tokens + decode_seqs) * self._linear_s_per_token
-                       + decode_seqs * self._lm_head_s_per_seq, self._weights_s)
-        prefill_s = max(prefill_pairs * self._attn_s_per_pair,
-                        prefill_tokens * self._new_token_s)
-        decode_s = max(decode_context_tokens * self._attn_s_per_pair,
-                       decode_context_tokens * self._kv_s_per_context_token
-                       + decode_seqs * self._new_token_s)
-        return self.overhead_s + linear_s + prefill_s + decode_s
+        return roofline_step_s(self.coefficients, prefill_tokens, prefill_pairs, decode_seqs,
+                               decode_context_tokens)
 
     def counts(self, shape: StepShape) -> tuple[float, float]:
         """(FLOPs, bytes) of the whole step: its arithmetic intensity against the ridge point."""

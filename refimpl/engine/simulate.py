@@ -15,7 +15,7 @@ from refimpl.config import HardwareSpec, ModelConfig, dtype_bytes
 from refimpl.costmodel.step import StepTimeModel, step_time_model
 from refimpl.engine.engine import Engine, Progress
 from refimpl.engine.executor import SimulatedExecutor
-from refimpl.errors import CapacityError
+from refimpl.errors import CapacityError, ConfigError
 from refimpl.kv.manager import KVManager
 from refimpl.kv.pool import PagePool
 from refimpl.metrics.records import RequestRecords, StepRecords
@@ -75,6 +75,23 @@ def requests_from_workload(workload: Workload) -> list[Request]:
     return requests
 
 
+ENGINES = ("auto", "python", "compiled")
+
+
+def _engine_class(engine: str, by_name: bool, policy: Policy,
+                  executor: SimulatedExecutor) -> type:
+    """`Engine` or `CompiledEngine`, for `simulate`'s `engine` option."""
+    if engine not in ENGINES:
+        raise ConfigError("engine", engine, "unknown engine", choices=ENGINES)
+    if engine == "python":
+        return Engine
+    from refimpl.engine.compiled import CompiledEngine, supports  # imports Numba
+
+    if engine == "auto" and not (by_name and supports(policy, executor)):
+        return Engine
+    return CompiledEngine  # which refuses, saying why, a policy it cannot run
+
+
 def simulate(
     workload: Workload | str = "azure-conv-like",
     policy: str | type | Policy = "vllm",
@@ -88,22 +105,31 @@ def simulate(
     page_size: int = PAGE_SIZE,
     policy_params: dict | None = None,
     progress: Progress | None = None,
+    engine: str = "auto",
 ) -> SimulationResult:
-    """Serve `workload` with `policy` on a simulated clock; deterministic for a given seed."""
+    """Serve `workload` with `policy` on a simulated clock; deterministic for a given seed.
+
+    `engine` is "python" (`Engine`), "compiled" (`CompiledEngine`: the built-in baselines on
+    `RooflineStepModel`, a whole trace in seconds) or "auto": compiled when `policy` names a
+    baseline and the step model is the roofline, else Python. Both give the same records.
+    """
     model = model if isinstance(model, ModelConfig) else ModelConfig.preset(model)
     hardware = hardware if isinstance(hardware, HardwareSpec) else HardwareSpec.preset(hardware)
     if isinstance(workload, str):
         workload = make_workload(workload, num_requests=num_requests, rate=rate, seed=seed)
-    policy = make_policy(policy, **(policy_params or {}))
+    by_name, policy = isinstance(policy, str), make_policy(policy, **(policy_params or {}))
     step_model = step_model or step_time_model(model, hardware)
     pool = kv_pool_for(model, hardware, page_size)
-    engine = Engine(policy, SimulatedExecutor(step_model), KVManager(pool), model)
+    executor = SimulatedExecutor(step_model)
+    engine_class = _engine_class(engine, by_name, policy, executor)
+    runner = engine_class(policy, executor, KVManager(pool), model)
     started = time.perf_counter()
-    run = engine.run(requests_from_workload(workload), progress)
+    run = runner.run(requests_from_workload(workload), progress)
     settings = {
         "workload": workload.name, "num_requests": len(workload), "policy": policy.name,
         "model": model.name, "hardware": hardware.name, "seed": seed, "page_size": page_size,
         "kv_pages": pool.num_pages, "step_model": type(step_model).__name__,
+        "engine": "python" if engine_class is Engine else "compiled",
     }
     return SimulationResult(policy.name, run.requests, run.steps, settings,
                             time.perf_counter() - started)

@@ -10,7 +10,7 @@ pool never holds a partial allocation.
 
 from __future__ import annotations
 
-from refimpl._numba import kernel
+from refimpl._numba import inline_kernel, kernel
 
 FREE = 0  # counters[FREE]: number of free pages (height of the free stack)
 
@@ -31,7 +31,7 @@ def append_batch(refcount, free_stack, counters, tables, num_pages_of, lengths, 
     Everything is checked before anything changes; with `dry_run` nothing changes and the
     return value is the number of free pages the growth needs. `marks[slot] == epoch` flags a
     slot already seen in this batch (a fresh `epoch` per call avoids clearing `marks`).
-    Written as one loop body with no helper calls: a call per element costs more than the
+    Its one helper, `take_pages`, is inlined: a real call per element would cost more than the
     work (see `refimpl._numba.inline_kernel`).
     """
     need = 0
@@ -76,15 +76,29 @@ def append_batch(refcount, free_stack, counters, tables, num_pages_of, lengths, 
             cow_out[num_cow, 0] = shared  # the caller copies the page's contents
             cow_out[num_cow, 1] = fresh
             num_cow += 1
-        target = (length + grow + tpp - 1) // tpp
-        for j in range(num_pages_of[slot], target):
-            counters[FREE] -= 1
-            page = free_stack[counters[FREE]]
-            refcount[page] = 1
-            tables[slot, j] = page
-        num_pages_of[slot] = target
-        lengths[slot] = length + grow
+        take_pages(refcount, free_stack, counters, tables, num_pages_of, lengths,
+                   tokens_per_page, slot, grow)
     return num_cow
+
+
+@inline_kernel
+def take_pages(refcount, free_stack, counters, tables, num_pages_of, lengths, tokens_per_page,
+               slot, grow):
+    """Grow `slot` by `grow` tokens, fresh pages off the free stack; no checks (callers check).
+
+    Inlined into `append_batch` and into the compiled serving engine, whose plans never ask for
+    more pages than are free.
+    """
+    tpp = tokens_per_page[slot]
+    length = lengths[slot]
+    target = (length + grow + tpp - 1) // tpp
+    for j in range(num_pages_of[slot], target):
+        counters[FREE] -= 1
+        page = free_stack[counters[FREE]]
+        refcount[page] = 1
+        tables[slot, j] = page
+    num_pages_of[slot] = target
+    lengths[slot] = length + grow
 
 
 @kernel
@@ -95,14 +109,20 @@ def release(refcount, free_stack, counters, tables, num_pages_of, slots, keep):
     allocates next reuses the freed pages in their old order.
     """
     for slot in slots:
-        for i in range(num_pages_of[slot] - 1, keep - 1, -1):
-            page = tables[slot, i]
-            refcount[page] -= 1
-            if refcount[page] == 0:
-                free_stack[counters[FREE]] = page
-                counters[FREE] += 1
-            tables[slot, i] = -1
-        num_pages_of[slot] = keep
+        release_slot(refcount, free_stack, counters, tables, num_pages_of, slot, keep)
+
+
+@inline_kernel
+def release_slot(refcount, free_stack, counters, tables, num_pages_of, slot, keep):
+    """`release` of one slot (inlined into it and into the compiled serving engine)."""
+    for i in range(num_pages_of[slot] - 1, keep - 1, -1):
+        page = tables[slot, i]
+        refcount[page] -= 1
+        if refcount[page] == 0:
+            free_stack[counters[FREE]] = page
+            counters[FREE] += 1
+        tables[slot, i] = -1
+    num_pages_of[slot] = keep
 
 
 @kernel

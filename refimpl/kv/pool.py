@@ -157,6 +157,11 @@ class PagePool:
                        _RESIDENT, self._marks)
         self._free_slots.extend(range(num_slots - 1, old - 1, -1))
 
+    def reserve_slots(self, num_requests: int) -> None:
+        """Slots for `num_requests` requests at once (for a compiled engine that takes its own)."""
+        if self.states.shape[0] < num_requests:
+            self._alloc_slots(_check_count("num_requests", num_requests, 1))
+
     def _new_slot(self, request_id: int) -> int:
         if isinstance(request_id, bool) or not isinstance(request_id, (int, np.integer)):
             raise KVCacheError("request_id", request_id, "must be an integer")
