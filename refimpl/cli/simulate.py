@@ -16,7 +16,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Replay a synthetic workload or a public trace through a scheduling "
         "policy; step times come from the cost model (analytic for spec-sheet GPUs).")
     add_workload_options(parser, model="llama-3-8b", hardware="h100-sxm", num_requests=None)
-    add_policy_option(parser, default="vllm")
+    add_policy_option(parser, default="slo")
     parser.set_defaults(run=run)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -41,13 +42,14 @@ class Engine:
     """Drives a policy and an executor over a stream of requests."""
 
     def __init__(self, policy: Policy, executor: Executor, kv: KVManager,
-                 model: ModelConfig) -> None:
+                 model: ModelConfig, cost_table=None) -> None:
         self.policy = policy
         self.executor = executor
         self.kv = kv
         self.model = model
-        policy.bind(kv)
+        policy.bind(kv, getattr(executor, "step_model", None), cost_table)
         self._steps: dict[str, list] = {name: [] for name in _STEP_FIELDS}
+        self._kernel_usage: Counter[str] = Counter()  # candidate name -> plans naming it
 
     def run(self, requests: Sequence[Request], progress: Progress | None = None) -> EngineRun:
         """Serve `requests` (in arrival order) to the end; returns the records."""
@@ -81,7 +83,7 @@ class Engine:
         return EngineRun(pending, StepRecords(
             **{name: np.asarray(values, dtype=_STEP_FIELDS[name])
                for name, values in self._steps.items()},
-            kv_total_pages=self.kv.pool.num_pages,
+            kv_total_pages=self.kv.pool.num_pages, kernel_usage=dict(self._kernel_usage),
         ))
 
     def _arrive(self, request: Request, now: float) -> int:
@@ -133,6 +135,7 @@ class Engine:
         steps["kv_used_pages"].append(self.kv.pool.num_used_pages)
         steps["num_waiting"].append(self.policy.num_waiting())
         steps["decision_s"].append(decision_s)
+        self._kernel_usage.update(plan.kernels)
 
     def _reject_stranded(self, requests: Sequence[Request], now: float) -> None:
         """Requests the policy holds but can never run (nothing runs, nothing will arrive)."""

@@ -8,6 +8,7 @@ default `gpu_memory_utilization` of 0.9, in pages of 16 tokens.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 
@@ -23,7 +24,13 @@ from refimpl.sched.policy import Policy, make_policy
 from refimpl.sched.request import Request
 from refimpl.workloads import Workload, make_workload
 
-__all__ = ["SimulationResult", "kv_pool_for", "requests_from_workload", "simulate"]
+__all__ = [
+    "SimulationResult",
+    "cost_table_for",
+    "kv_pool_for",
+    "requests_from_workload",
+    "simulate",
+]
 
 MEMORY_UTILIZATION = 0.9  # vLLM's default share of device memory it plans to use
 PAGE_SIZE = 16  # tokens per KV page (vLLM's default block size)
@@ -55,6 +62,19 @@ def kv_pool_for(model: ModelConfig, hardware: HardwareSpec, page_size: int = PAG
         raise CapacityError("model", model.name, f"its {weight_bytes / 2**30:.1f} GiB of "
                             f"weights leave no KV memory on {hardware.name}")
     return PagePool.for_model(model, budget, page_size)
+
+
+@functools.lru_cache(maxsize=8)
+def cost_table_for(model: ModelConfig, hardware: HardwareSpec):
+    """The kernels' cost table the policies may pick tiles from: analytic (roofline) for
+    spec-sheet hardware, this machine's saved profile otherwise (None if never profiled)."""
+    if hardware.analytic:
+        from refimpl.costmodel.roofline import roofline_table
+
+        return roofline_table(model, hardware)
+    from refimpl.costmodel.profiled import default_table_for
+
+    return default_table_for(model)
 
 
 def requests_from_workload(workload: Workload) -> list[Request]:
@@ -94,7 +114,7 @@ def _engine_class(engine: str, by_name: bool, policy: Policy,
 
 def simulate(
     workload: Workload | str = "azure-conv-like",
-    policy: str | type | Policy = "vllm",
+    policy: str | type | Policy = "slo",
     *,
     model: str | ModelConfig = "llama-3-8b",
     hardware: str | HardwareSpec = "h100-sxm",
@@ -122,7 +142,8 @@ def simulate(
     pool = kv_pool_for(model, hardware, page_size)
     executor = SimulatedExecutor(step_model)
     engine_class = _engine_class(engine, by_name, policy, executor)
-    runner = engine_class(policy, executor, KVManager(pool), model)
+    runner = engine_class(policy, executor, KVManager(pool), model,
+                          cost_table_for(model, hardware))
     started = time.perf_counter()
     run = runner.run(requests_from_workload(workload), progress)
     settings = {

@@ -7,7 +7,7 @@ metrics module reads them; nothing else needs the engine's live objects.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -62,6 +62,7 @@ class StepRecords:
     num_waiting: np.ndarray  # int64: requests queued, not yet admitted to run
     decision_s: np.ndarray  # float64: wall time the policy took to plan the step
     kv_total_pages: int = 0  # pages in the pool
+    kernel_usage: dict = field(default_factory=dict)  # kernel candidate name -> steps using it
 
     def __len__(self) -> int:
         return len(self.start_s)

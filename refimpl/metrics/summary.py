@@ -127,6 +127,7 @@ def _step_summary(steps: StepRecords | None) -> dict:
         "decision_p99_s": percentile(steps.decision_s, 99),
         "decision_mean_s": float(np.mean(steps.decision_s)),
         "decision_total_s": float(np.sum(steps.decision_s)),
+        "kernel_usage": dict(sorted(steps.kernel_usage.items())),
     }
     return summary
 
@@ -135,5 +136,5 @@ def _step_summary(steps: StepRecords | None) -> dict:
 _STEP_KEYS = (
     "num_steps", "busy_s", "decode_batch_mean", "prefill_tokens_per_step_mean", "waiting_peak",
     "kv_total_pages", "kv_peak_pages", "kv_util_mean", "kv_util_peak", "decision_p50_s",
-    "decision_p99_s", "decision_mean_s", "decision_total_s",
+    "decision_p99_s", "decision_mean_s", "decision_total_s", "kernel_usage",
 )

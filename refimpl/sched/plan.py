@@ -20,6 +20,7 @@ class StepPlan:
 
     decode: tuple[Request, ...] = ()
     prefill: tuple[tuple[Request, int], ...] = ()  # (request, tokens computed this step)
+    kernels: tuple[str, ...] = ()  # kernel candidates chosen for the step, if the policy picks
 
     def __bool__(self) -> bool:
         return bool(self.decode or self.prefill)

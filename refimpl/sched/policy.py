@@ -14,14 +14,18 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from refimpl.costmodel.step import StepTimeModel
 from refimpl.errors import ConfigError
 from refimpl.kv.manager import KVManager
 from refimpl.sched.plan import StepPlan
 from refimpl.sched.request import Request, RequestStatus
 
-__all__ = ["POLICIES", "Policy", "QueuePolicy", "make_policy"]
+if TYPE_CHECKING:
+    from refimpl.costmodel.table import CostTable
+
+__all__ = ["BASELINES", "POLICIES", "Policy", "QueuePolicy", "make_policy"]
 
 
 @runtime_checkable
@@ -30,8 +34,10 @@ class Policy(Protocol):
 
     name: str
 
-    def bind(self, kv: KVManager) -> None:
-        """Attach the KV cache the policy plans against (once, before the first step)."""
+    def bind(self, kv: KVManager, step_model: StepTimeModel | None = None,
+             cost_table: CostTable | None = None) -> None:
+        """Attach what the policy plans against (once, before the first step): the KV cache,
+        the step-time model and, where there is one, the kernels' cost table."""
 
     def add_request(self, request: Request, now_s: float) -> None:
         """Take an arrived request into the waiting queue."""
@@ -62,9 +68,11 @@ class QueuePolicy:
         self.running: list[Request] = []
         self.kv: KVManager | None = None
 
-    def bind(self, kv: KVManager) -> None:
-        """Attach the KV cache."""
-        self.kv = kv
+    def bind(self, kv: KVManager, step_model: StepTimeModel | None = None,
+             cost_table: CostTable | None = None) -> None:
+        """Attach the KV cache, the step-time model and the cost table (the baselines use
+        only the KV cache; a subclass may plan with the others)."""
+        self.kv, self.step_model, self.cost_table = kv, step_model, cost_table
 
     def add_request(self, request: Request, now_s: float) -> None:
         """Queue an arrived request at the back."""
@@ -161,11 +169,16 @@ def _builtin_policies() -> dict[str, type]:
     from refimpl.sched.policies.prefill_first import PrefillFirstPolicy
     from refimpl.sched.policies.sarathi import SarathiPolicy
     from refimpl.sched.policies.vllm import VLLMPolicy
+    from refimpl.sched.slo.policy import SLOPolicy
 
-    return {"vllm": VLLMPolicy, "sarathi": SarathiPolicy, "prefill-first": PrefillFirstPolicy}
+    return {"slo": SLOPolicy, "vllm": VLLMPolicy, "sarathi": SarathiPolicy,
+            "prefill-first": PrefillFirstPolicy}
 
 
-POLICIES: tuple[str, ...] = ("vllm", "sarathi", "prefill-first")
+# The built-in policies, the default first: the seed's SLA-aware scheduler, then the
+# baselines that mirror production engines.
+POLICIES: tuple[str, ...] = ("slo", "vllm", "sarathi", "prefill-first")
+BASELINES: tuple[str, ...] = POLICIES[1:]
 
 
 def make_policy(policy: str | type | Policy, **params: object) -> Policy:

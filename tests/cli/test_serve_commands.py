@@ -17,7 +17,7 @@ def test_simulate_writes_a_json_report_with_the_mission_keys(tmp_path, capsys):
     path = tmp_path / "run.json"
     assert main(["simulate", "--num-requests", "40", "--rate", "10", "--json", str(path)]) == 0
     report = json.loads(path.read_text())
-    summary = report["policies"]["vllm"]
+    summary = report["policies"]["slo"]  # the default policy
     assert set(summary) >= MISSION_KEYS
     assert summary["num_requests"] == 40
     assert report["settings"]["model"] == "llama-3-8b"

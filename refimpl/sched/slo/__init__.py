@@ -1,0 +1,5 @@
+"""The seed's SLA-aware scheduler: deadline queues, decode reservation, knapsack batching."""
+
+from refimpl.sched.slo.policy import SLOPolicy
+
+__all__ = ["SLOPolicy"]

@@ -1,0 +1,273 @@
+"""The seed's SLA-aware scheduler (`slo`): decode time reserved first, prompts in the slack.
+
+One engine step is one scheduling tick (seed section 6):
+1. **Tick budget.** The tick may last until the tightest decoding request's next token is due,
+   `budget = clamp(min(deadline) - now, min_tick_s, max_tick_s)` (just `max_tick_s` when
+   nothing decodes), and never less than what the step's fixed cost and a minimal prefill
+   chunk take: the tightest TPOT sets the pace, loose classes let ticks grow.
+2. **Decode window.** The cost model splits a decode step's time into a fixed part (weights,
+   overhead) and a per-request part (`c_seq + c_kv * context`, by finite differences of the
+   step model, so any `StepTimeModel` works). The greedy deadline knapsack
+   (`refimpl.sched.slo.knapsack`) picks the decode batch by length bucket under the tick's
+   decode time, the free KV pages and `max_batch`; requests due within `horizon_ticks` ticks are
+   urgent. Time for `min_chunk` prompt tokens is held back when prompts wait, so prefill never
+   starves.
+3. **Prefill in the slack.** The adaptive chunk `C` is the largest number of prompt tokens
+   whose step still fits the budget (binary search on the monotone step time), within
+   `[min_chunk, max_chunk]` and the free pages; prompts take it in `PrefillQueue` order, so
+   several short prompts share a tick and a long one is chunked. Tight decode slack or a big
+   decode backlog shrink `C`; loose slack grows it.
+4. **Kernels.** With a cost table, each decode micro-batch (one per bucket) and the prefill
+   chunk get the fastest candidate within the SRAM budget; the names go into the plan.
+5. **Pressure.** Above the KV watermark no new prompt starts (the ladder's first rung); when
+   urgent decodes lack pages, the least important running request (largest priority number,
+   then latest arrival) is preempted to recompute later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from refimpl.config._validate import positive_int, positive_real
+from refimpl.costmodel.step import StepTimeModel
+from refimpl.errors import ConfigError
+from refimpl.kv.manager import KVManager
+from refimpl.sched.plan import StepPlan
+from refimpl.sched.request import Request, RequestStatus
+from refimpl.sched.slo.knapsack import (
+    VALUE_PER_TIME,
+    bucket_array,
+    bucket_of,
+    select_decode_batch,
+)
+from refimpl.sched.slo.queues import DecodeSet, PrefillQueue
+
+__all__ = ["SLOPolicy"]
+
+
+class SLOPolicy:
+    """Two deadline queues, decode reservation, adaptive chunked prefill, bucketed knapsack."""
+
+    name = "slo"
+
+    def __init__(self, *, max_batch: int = 256, min_tick_s: float = 1e-3,
+                 max_tick_s: float = 0.25, min_chunk: int = 64, max_chunk: int = 8192,
+                 horizon_ticks: float = 2.0, first_bucket_tokens: int = 512,
+                 value_mode: int = VALUE_PER_TIME, lateness_scale_s: float = 0.05,
+                 kv_watermark: float = 0.85, cost_table=None) -> None:
+        positive_int("max_batch", max_batch)
+        positive_int("min_chunk", min_chunk)
+        positive_int("max_chunk", max_chunk)
+        positive_int("first_bucket_tokens", first_bucket_tokens)
+        for field in ("min_tick_s", "max_tick_s", "horizon_ticks", "lateness_scale_s",
+                      "kv_watermark"):
+            positive_real(field, locals()[field])
+        if min_chunk > max_chunk:
+            raise ConfigError("min_chunk", min_chunk, f"must be <= max_chunk={max_chunk}")
+        if min_tick_s > max_tick_s:
+            raise ConfigError("min_tick_s", min_tick_s, f"must be <= max_tick_s={max_tick_s}")
+        self.max_batch, self.min_tick_s, self.max_tick_s = max_batch, min_tick_s, max_tick_s
+        self.min_chunk, self.max_chunk, self.horizon_ticks = min_chunk, max_chunk, horizon_ticks
+        self.first_bucket_tokens, self.value_mode = first_bucket_tokens, value_mode
+        self.lateness_scale_s, self.kv_watermark = lateness_scale_s, kv_watermark
+        self.cost_table = cost_table
+        self.prefill = PrefillQueue()
+        self.decode = DecodeSet()
+        self.kv: KVManager | None = None
+        self.model: StepTimeModel | None = None
+        self.last_budget_s = 0.0  # the tick budget of the last plan (for tests and plots)
+
+    # ---- Policy protocol ---------------------------------------------------------------------
+    def bind(self, kv: KVManager, step_model: StepTimeModel | None = None,
+             cost_table=None) -> None:
+        """Attach the KV cache, the step-time model (required) and the cost table (optional:
+        without one the plan names no kernels)."""
+        if step_model is None:
+            raise ConfigError("step_model", None, "the slo policy plans with the cost model")
+        self.kv, self.model = kv, step_model
+        self.cost_table = cost_table if cost_table is not None else self.cost_table
+        probe = 4096  # context at which the per-request decode cost is linearised
+        one = step_model.step_time_parts(0, 0, 1, probe)
+        self._c_kv_s = (step_model.step_time_parts(0, 0, 1, 2 * probe) - one) / probe
+        self._c_seq_s = max(step_model.step_time_parts(0, 0, 2, 2 * probe) - one
+                            - self._c_kv_s * probe, 0.0)
+        self._base_s = max(one - self._c_seq_s - self._c_kv_s * probe, 0.0)
+
+    def add_request(self, request: Request, now_s: float) -> None:
+        """Queue an arrived request for prefill."""
+        self.prefill.push(request)
+
+    def num_waiting(self) -> int:
+        """Requests with prompt tokens left (new, part-way, or recomputing)."""
+        return len(self.prefill)
+
+    def update_from_output(self, plan: StepPlan, finished: Sequence[Request],
+                           now_s: float) -> None:
+        """Move requests between the queues by what the step produced."""
+        for request in plan.decode:
+            if request.is_finished:
+                self.decode.remove(request)
+            else:
+                self.decode.update(request)
+        for request, _ in plan.prefill:
+            if request.is_finished:
+                continue
+            if request.num_generated > 0 and request.num_uncomputed == 1:
+                self.decode.add(request)  # its prompt is done: it decodes from now on
+            else:
+                self.prefill.push(request)  # more of the prompt to go
+
+    # ---- the tick ----------------------------------------------------------------------------
+    def schedule(self, now_s: float) -> StepPlan:
+        """Plan one tick."""
+        decode = self.decode
+        waiting = len(self.prefill) > 0
+        deadlines = decode.deadline_s[decode.active]
+        if deadlines.size:
+            tick_s = min(max(float(deadlines.min()) - now_s, self.min_tick_s), self.max_tick_s)
+        else:
+            tick_s = self.max_tick_s
+        est_s = self._c_seq_s + self._c_kv_s * (decode.context + 1)  # per slot
+        urgent = decode.active & (decode.deadline_s < now_s + self.horizon_ticks * tick_s)
+        reserve_s = self._prefill_time(self.min_chunk) if waiting else 0.0
+        # Urgent decodes are never squeezed out: the tick stretches to hold them all.
+        budget_s = max(tick_s, self._base_s + float(est_s[urgent].sum()) + reserve_s)
+        chosen, decode_pages = self._choose_decodes(now_s, tick_s, est_s,
+                                                    budget_s - reserve_s - self._base_s)
+        decode_context = sum(r.num_tokens for r in chosen)
+        pages_left = self.kv.num_free_pages - decode_pages
+        chunks = self._choose_prefill(len(chosen), decode_context, budget_s, pages_left,
+                                      hold_new=bool(chosen)) if waiting else []
+        if waiting and not chosen and not chunks and self._preempt_partial_prefill():
+            return self.schedule(now_s)  # the pool was full of half-done prompts: retry
+        self.last_budget_s = budget_s
+        return StepPlan(tuple(chosen), tuple(chunks), self._kernels(chosen, chunks))
+
+    def _choose_decodes(self, now_s: float, tick_s: float, est_s: np.ndarray,
+                        window_s: float) -> tuple[list[Request], int]:
+        """The decode batch (knapsack under the window's time, the pages and `max_batch`) and
+        the pages it takes."""
+        decode = self.decode
+        if not len(decode):
+            return [], 0
+        ctx = decode.context
+        buckets = bucket_array(ctx, self.first_bucket_tokens)
+        kv_need = (ctx % self.kv.page_size == 0).astype(np.int64)  # a full last page: one more
+        out = np.empty(len(decode.active), np.int64)
+        while True:
+            count = select_decode_batch(
+                decode.deadline_s, est_s, decode.weight, buckets, kv_need, decode.active,
+                now_s, self.horizon_ticks * tick_s, max(window_s, 0.0),
+                self.kv.num_free_pages, self.max_batch, self.value_mode,
+                self.lateness_scale_s, out)
+            slots = out[:count]
+            urgent_left = decode.active & (decode.deadline_s < now_s + self.horizon_ticks * tick_s)
+            urgent_left[slots] = False
+            pages = int(kv_need[slots].sum())
+            short = urgent_left.any() and (
+                self.kv.num_free_pages - pages < int(kv_need[urgent_left].sum()))
+            if not short or not self._preempt_one(exclude=set(slots.tolist())):
+                return [decode.requests[s] for s in slots], pages
+
+    def _choose_prefill(self, num_decode: int, decode_context: int, budget_s: float,
+                        pages_left: int, hold_new: bool) -> list[tuple[Request, int]]:
+        """Prompt chunks in queue order: the most tokens whose step fits the budget and pages.
+
+        Above the KV watermark no new prompt starts while decodes run (`hold_new`): they free
+        pages as they finish; with nothing decoding, holding back would only stall.
+        """
+        heads: list[Request] = []
+        remaining = 0
+        held_back = hold_new and self.kv.utilization() > self.kv_watermark
+        while self.prefill and remaining < self.max_chunk:
+            request = self.prefill.pop()
+            if held_back and request.kv_slot < 0:  # above the watermark: no new prompt starts
+                heads.append(request)
+                continue
+            heads.append(request)
+            remaining += request.num_uncomputed
+
+        def plan(tokens: int) -> tuple[list[tuple[Request, int]], int, int]:
+            chunks, pairs, pages = [], 0, 0
+            for request in heads:
+                if tokens == 0 or (held_back and request.kv_slot < 0):
+                    continue
+                take = min(request.num_uncomputed, tokens)
+                chunks.append((request, take))
+                pairs += take * request.num_computed + take * (take + 1) // 2
+                pages += self.kv.pages_needed(request, take)
+                tokens -= take
+            return chunks, pairs, pages
+
+        def fits(tokens: int) -> bool:
+            chunks, pairs, pages = plan(tokens)
+            used = sum(t for _, t in chunks)
+            step_s = self.model.step_time_parts(used, pairs, num_decode, decode_context)
+            return step_s <= budget_s and pages <= pages_left
+
+        low, high = 0, min(remaining, self.max_chunk)
+        while low < high:  # the largest token count that fits (step time is monotone in it)
+            mid = (low + high + 1) // 2
+            low, high = (mid, high) if fits(mid) else (low, mid - 1)
+        chunks, _, _ = plan(low)
+        scheduled = {r.request_id for r, _ in chunks}
+        for request in heads:
+            if request.request_id not in scheduled:
+                self.prefill.push(request)
+        for request, _ in chunks:
+            request.status = RequestStatus.RUNNING
+        return chunks
+
+    def _prefill_time(self, tokens: int) -> float:
+        """Step time of a lone prompt chunk of `tokens`, less the step's fixed part."""
+        return self.model.step_time_parts(tokens, tokens * (tokens + 1) // 2, 0, 0) - self._base_s
+
+    def _preempt_one(self, exclude: set[int]) -> bool:
+        """Free the least important decoding request's pages; it recomputes later."""
+        decode = self.decode
+        victims = [s for s in np.flatnonzero(decode.active) if int(s) not in exclude]
+        if not victims:
+            return False
+        slot = max(victims, key=lambda s: (decode.requests[s].priority,
+                                           decode.requests[s].arrival_s, int(s)))
+        request = decode.requests[slot]
+        decode.remove(request)
+        self._requeue(request)
+        return True
+
+    def _preempt_partial_prefill(self) -> bool:
+        """Free the pages of the last-queued prompt that holds some, so another can run."""
+        holders = [r for r in self.prefill.requests() if r.kv_slot >= 0]
+        if len(holders) < 2:
+            return False  # a lone prompt always fits: the engine checked it at arrival
+        victim = max(holders, key=lambda r: (r.next_token_deadline_s(), r.request_id))
+        self.prefill.remove(victim)
+        self._requeue(victim)
+        return True
+
+    def _requeue(self, request: Request) -> None:
+        """Drop a request's KV and queue it to recompute (preemption by recomputation)."""
+        self.kv.free(request)
+        request.num_computed = 0
+        request.num_preemptions += 1
+        request.status = RequestStatus.WAITING
+        self.prefill.push(request)
+
+    def _kernels(self, chosen: list[Request], chunks: list[tuple[Request, int]]) -> tuple:
+        """Fastest candidate per decode bucket and for the prefill chunk, from the cost table."""
+        if self.cost_table is None:
+            return ()
+        names = []
+        by_bucket: dict[int, list[int]] = {}
+        for request in chosen:
+            bucket = bucket_of(request.num_tokens, self.first_bucket_tokens)
+            by_bucket.setdefault(bucket, []).append(request.num_tokens)
+        for contexts in by_bucket.values():
+            names.append(self.cost_table.lookup("decode", len(contexts), max(contexts),
+                                                clamp=True)[0])
+        if chunks:
+            tokens = sum(t for _, t in chunks)
+            names.append(self.cost_table.lookup("prefill", 1, tokens, clamp=True)[0])
+        return tuple(names)
