@@ -75,14 +75,14 @@ def load_kv_pages(ks, vs, k2, v2, k_scales, v_scales, lut, block_table, key0, pa
 
 @kernel_pair
 def paged_kernel(q, k_cache, v_cache, k_scales, v_scales, lut, block_tables, q_starts, out,
-                 tile_q, pages_per_tile, heads_per_tile, counters):
+                 tile_q, pages_per_tile, heads_per_tile, counters, num_workers):
     """out = causal attention of each sequence's C queries over its paged keys and values.
 
     q, out: (B, Hq, C, d), query i of sequence b at position q_starts[b] + i, which attends to
     keys 0 .. q_starts[b] + i. k_cache, v_cache: (num_pages, P, Hkv, d) float32, int8 or uint8
     FP8 codes; k_scales, v_scales: (num_pages, Hkv) float32, or (0, 0) for float pages; lut:
     (256,) FP8 decode table or (0,); block_tables: (B, max_pages) int32; q_starts: (B,) int32;
-    counters: (num_items, NUM_COUNTERS) int64.
+    counters: (num_items, NUM_COUNTERS) int64; num_workers: contiguous shares of the items.
     """
     batch, num_q_heads, num_queries, head_dim = q.shape
     page_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
@@ -95,30 +95,34 @@ def paged_kernel(q, k_cache, v_cache, k_scales, v_scales, lut, block_tables, q_s
     k2 = k_cache.reshape(-1, head_dim)  # (num_pages*P*Hkv, d)
     v2 = v_cache.reshape(-1, head_dim)
     scale = np.float32(1.0 / math.sqrt(head_dim))
-    for item in prange(batch * num_kv_heads * chunks * num_q_tiles):
-        q_tile = item % num_q_tiles
-        chunk = (item // num_q_tiles) % chunks
-        kv_head = (item // (num_q_tiles * chunks)) % num_kv_heads
-        b = item // (num_q_tiles * chunks * num_kv_heads)
-        q0 = q_tile * tile_q
-        rows = min(tile_q, num_queries - q0)
-        num_rows = heads_per_tile * rows
+    num_items = batch * num_kv_heads * chunks * num_q_tiles
+    for worker in prange(num_workers):  # one scratch per worker, reused by its items
         scratch = new_scratch(heads_per_tile * tile_q, tile_k, head_dim)
-        counters[item, SRAM_BYTES] = scratch_bytes(scratch)
-        ks_buf, vs_buf, s_buf = scratch[1], scratch[2], scratch[3]
-        qs, pv, o, m, l = start_rows(scratch, num_rows, head_dim)  # noqa: E741
-        q_row0 = ((b * num_kv_heads + kv_head) * group + chunk * heads_per_tile) * num_queries + q0
-        counters[item, READ_BYTES] += load_queries(qs, q2, q_row0, rows, num_queries, scale)
-        pos0 = q_starts[b] + q0  # position of the tile's first query
-        table = block_tables[b]
-        for key0 in range(0, pos0 + rows, tile_k):
-            num_keys = min(tile_k, pos0 + rows - key0)
-            ks = ks_buf[:num_keys]
-            vs = vs_buf[:num_keys]
-            counters[item, READ_BYTES] += load_kv_pages(ks, vs, k2, v2, k_scales, v_scales, lut,
-                                                        table, key0, page_size, num_kv_heads,
-                                                        kv_head)
-            s = rows_view(s_buf, num_rows, num_keys)
-            attend_tile(qs, ks, vs, s, pv, m, l, o, rows, pos0, key0, True)
-            counters[item, FLOPS] += 2 * 2 * num_rows * num_keys * head_dim
-        counters[item, WRITE_BYTES] += store_rows(out2, o, l, q_row0, rows, num_queries)
+        for item in range(worker * num_items // num_workers,
+                          (worker + 1) * num_items // num_workers):
+            q_tile = item % num_q_tiles
+            chunk = (item // num_q_tiles) % chunks
+            kv_head = (item // (num_q_tiles * chunks)) % num_kv_heads
+            b = item // (num_q_tiles * chunks * num_kv_heads)
+            q0 = q_tile * tile_q
+            rows = min(tile_q, num_queries - q0)
+            num_rows = heads_per_tile * rows
+            counters[item, SRAM_BYTES] = scratch_bytes(scratch)
+            ks_buf, vs_buf, s_buf = scratch[1], scratch[2], scratch[3]
+            qs, pv, o, m, l = start_rows(scratch, num_rows, head_dim)  # noqa: E741
+            first_head = kv_head * group + chunk * heads_per_tile
+            q_row0 = (b * num_q_heads + first_head) * num_queries + q0  # row of (b, head, q0)
+            counters[item, READ_BYTES] += load_queries(qs, q2, q_row0, rows, num_queries, scale)
+            pos0 = q_starts[b] + q0  # position of the tile's first query
+            table = block_tables[b]
+            for key0 in range(0, pos0 + rows, tile_k):
+                num_keys = min(tile_k, pos0 + rows - key0)
+                ks = ks_buf[:num_keys]
+                vs = vs_buf[:num_keys]
+                counters[item, READ_BYTES] += load_kv_pages(ks, vs, k2, v2, k_scales, v_scales, lut,
+                                                            table, key0, page_size, num_kv_heads,
+                                                            kv_head)
+                s = rows_view(s_buf, num_rows, num_keys)
+                attend_tile(qs, ks, vs, s, pv, m, l, o, rows, pos0, key0, True)
+                counters[item, FLOPS] += 2 * 2 * num_rows * num_keys * head_dim
+            counters[item, WRITE_BYTES] += store_rows(out2, o, l, q_row0, rows, num_queries)

@@ -31,10 +31,12 @@ from refimpl.kernels.costs import FLOAT_BYTES
 
 
 @kernel_pair
-def prefill_kernel(q, k, v, out, tile_q, tile_k, heads_per_tile, causal, counters):
+def prefill_kernel(q, k, v, out, tile_q, tile_k, heads_per_tile, causal, counters,
+                   num_workers):
     """out = softmax(q k^T / sqrt(d)) v per head, tile by tile.
 
-    q, out: (B, Hq, T, d); k, v: (B, Hkv, T, d); counters: (num_items, NUM_COUNTERS) int64.
+    q, out: (B, Hq, T, d); k, v: (B, Hkv, T, d); counters: (num_items, NUM_COUNTERS) int64;
+    num_workers: contiguous shares of the items, each with one scratch reused item to item.
     """
     batch, num_q_heads, seq_len, head_dim = q.shape
     num_kv_heads = k.shape[1]
@@ -46,29 +48,32 @@ def prefill_kernel(q, k, v, out, tile_q, tile_k, heads_per_tile, causal, counter
     v2 = v.reshape(-1, head_dim)
     out2 = out.reshape(-1, head_dim)
     scale = np.float32(1.0 / math.sqrt(head_dim))
-    for item in prange(batch * num_kv_heads * chunks * num_q_tiles):
-        q_tile = item % num_q_tiles
-        chunk = (item // num_q_tiles) % chunks
-        seq_head = item // (num_q_tiles * chunks)  # b * Hkv + KV head
-        q0 = q_tile * tile_q
-        rows = min(tile_q, seq_len - q0)  # query positions in this tile
-        num_rows = heads_per_tile * rows  # stacked rows of the tile GEMMs
+    num_items = batch * num_kv_heads * chunks * num_q_tiles
+    for worker in prange(num_workers):  # one scratch per worker, reused by its items
         scratch = new_scratch(heads_per_tile * tile_q, tile_k, head_dim)
-        counters[item, SRAM_BYTES] = scratch_bytes(scratch)
-        ks_buf, vs_buf, s_buf = scratch[1], scratch[2], scratch[3]
-        qs, pv, o, m, l = start_rows(scratch, num_rows, head_dim)  # noqa: E741
-        q_row0 = (seq_head * group + chunk * heads_per_tile) * seq_len + q0  # == (b, h, q0)
-        counters[item, READ_BYTES] += load_queries(qs, q2, q_row0, rows, seq_len, scale)
-        kv_row0 = seq_head * seq_len  # key 0 of this sequence and KV head
-        key_end = min(seq_len, q0 + rows) if causal else seq_len
-        for key0 in range(0, key_end, tile_k):
-            num_keys = min(tile_k, key_end - key0)
-            ks = ks_buf[:num_keys]
-            vs = vs_buf[:num_keys]
-            ks[:] = k2[kv_row0 + key0: kv_row0 + key0 + num_keys]
-            vs[:] = v2[kv_row0 + key0: kv_row0 + key0 + num_keys]
-            counters[item, READ_BYTES] += 2 * FLOAT_BYTES * num_keys * head_dim
-            s = rows_view(s_buf, num_rows, num_keys)
-            attend_tile(qs, ks, vs, s, pv, m, l, o, rows, q0, key0, causal)
-            counters[item, FLOPS] += 2 * 2 * num_rows * num_keys * head_dim
-        counters[item, WRITE_BYTES] += store_rows(out2, o, l, q_row0, rows, seq_len)
+        for item in range(worker * num_items // num_workers,
+                          (worker + 1) * num_items // num_workers):
+            q_tile = item % num_q_tiles
+            chunk = (item // num_q_tiles) % chunks
+            seq_head = item // (num_q_tiles * chunks)  # b * Hkv + KV head
+            q0 = q_tile * tile_q
+            rows = min(tile_q, seq_len - q0)  # query positions in this tile
+            num_rows = heads_per_tile * rows  # stacked rows of the tile GEMMs
+            counters[item, SRAM_BYTES] = scratch_bytes(scratch)
+            ks_buf, vs_buf, s_buf = scratch[1], scratch[2], scratch[3]
+            qs, pv, o, m, l = start_rows(scratch, num_rows, head_dim)  # noqa: E741
+            q_row0 = (seq_head * group + chunk * heads_per_tile) * seq_len + q0  # == (b, h, q0)
+            counters[item, READ_BYTES] += load_queries(qs, q2, q_row0, rows, seq_len, scale)
+            kv_row0 = seq_head * seq_len  # key 0 of this sequence and KV head
+            key_end = min(seq_len, q0 + rows) if causal else seq_len
+            for key0 in range(0, key_end, tile_k):
+                num_keys = min(tile_k, key_end - key0)
+                ks = ks_buf[:num_keys]
+                vs = vs_buf[:num_keys]
+                ks[:] = k2[kv_row0 + key0: kv_row0 + key0 + num_keys]
+                vs[:] = v2[kv_row0 + key0: kv_row0 + key0 + num_keys]
+                counters[item, READ_BYTES] += 2 * FLOAT_BYTES * num_keys * head_dim
+                s = rows_view(s_buf, num_rows, num_keys)
+                attend_tile(qs, ks, vs, s, pv, m, l, o, rows, q0, key0, causal)
+                counters[item, FLOPS] += 2 * 2 * num_rows * num_keys * head_dim
+            counters[item, WRITE_BYTES] += store_rows(out2, o, l, q_row0, rows, seq_len)

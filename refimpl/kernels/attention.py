@@ -51,14 +51,19 @@ def _blas_controller():
 
 
 def _run(pair, parallel: bool | None, *args) -> None:
-    """Call the serial or parallel build with BLAS single-threaded.
+    """Call the serial build, or the parallel one with a worker per Numba thread; BLAS single.
 
     Tile GEMMs are small: a multi-threaded BLAS spends more on waking threads than it saves
     (5x slower measured at 256x128x64), and inside `prange` it would oversubscribe the cores.
     """
     use_parallel = pair.default is pair.parallel if parallel is None else parallel
     with _blas_controller().limit(limits=1, user_api="blas"):
-        (pair.parallel if use_parallel else pair.serial)(*args)
+        if use_parallel:
+            import numba
+
+            pair.parallel(*args, numba.get_num_threads())
+        else:
+            pair.serial(*args, 1)
 
 
 def _plan_heads(group: int, heads_per_tile: int | None, sram_bytes: Callable[[int], int],
