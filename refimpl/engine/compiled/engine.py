@@ -68,15 +68,15 @@ class CompiledEngine:
             raise ConfigError("engine", "compiled", "needs an empty KV pool and policy")
         pending = sorted(requests, key=lambda r: (r.arrival_s, r.request_id))
         max_running = max(1, min(policy.max_num_seqs, len(pending)))
-        arrays = state.new_requests(pending)
+        ints, floats = state.new_requests(pending)
         num_steps, step_f, step_i = serve(
             _POLICY_CODES[type(policy)], policy.token_budget, policy.max_num_seqs,
             self.executor.step_model.coefficients, self.model.max_context,
-            time.CLOCK_MONOTONIC, arrays, state.new_pool(pool, max_running),
-            state.new_queues(len(pending), max_running), state.new_plan(max_running),
+            time.CLOCK_MONOTONIC, ints, floats, state.new_pool(pool, max_running),
+            state.new_queues(len(pending), max_running),
             np.zeros((INITIAL_STEPS, len(STEP_FLOAT_FIELDS))),
             np.zeros((INITIAL_STEPS, len(STEP_INT_FIELDS)), dtype=np.int64))
-        _write_back(arrays, pending)
+        _write_back(ints, floats, pending)
         unfinished = [r.request_id for r in pending if not r.is_finished]
         if unfinished or pool.num_free_pages != pool.num_pages:
             raise AssertionError(  # an engine or policy bug, never the user's input
@@ -91,12 +91,13 @@ class CompiledEngine:
         return EngineRun(pending, StepRecords(**columns, kv_total_pages=pool.num_pages))
 
 
-def _write_back(arrays: state.Requests, requests: Sequence[Request]) -> None:
+def _write_back(ints: np.ndarray, floats: np.ndarray, requests: Sequence[Request]) -> None:
     """Copy the compiled run's results into the `Request` objects, as `Engine` leaves them."""
-    status, reason = arrays.status.tolist(), arrays.reason.tolist()
-    columns = {name: getattr(arrays, name).tolist() for name in (
-        "num_computed", "num_generated", "first_scheduled_s", "first_token_s",
-        "last_token_s", "finish_s", "num_preemptions")}
+    columns = {name: ints[state.INT_FIELDS.index(name)].tolist() for name in (
+        "num_computed", "num_generated", "num_preemptions")}
+    columns.update({name: floats[state.FLOAT_FIELDS.index(name)].tolist() for name in (
+        "first_scheduled_s", "first_token_s", "last_token_s", "finish_s")})
+    status, reason = ints[state.STATUS].tolist(), ints[state.REASON].tolist()
     for k, request in enumerate(requests):
         request.status = RequestStatus(status[k])
         request.finish_reason = state.REASONS[reason[k]]

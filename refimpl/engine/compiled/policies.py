@@ -3,25 +3,35 @@
 Each function is the compiled twin of a `schedule` in refimpl.sched (vLLM v1's token budget,
 Sarathi-Serve's stall-free batching, prefill-first), following the same rules in the same
 order: which requests run, how many tokens each, which are preempted, where admission stops.
-Each fills the shared `Plan` and may preempt and admit through the queue helpers; the oracle
-test (tests/engine/test_compiled.py) holds the pair to identical results. `decide` is an
-ordinary compiled call, not inlined: one call per step costs well under a microsecond, and
-keeping it out of the loop keeps the loop's compile time short.
+Each fills the plan in `q` and may preempt and admit through the queue helpers; the oracle
+test (tests/engine/test_compiled.py) holds each pair to identical results.
+
+KV pages needed follow `KVManager.pages_needed`, in its two cases: a running request holds a
+slot (its pages, `tokens_per_page` tokens each), a waiting one holds none (pages of
+`page_size` tokens from scratch).
 """
 
 from __future__ import annotations
 
 from refimpl._numba import inline_kernel, kernel
 from refimpl.engine.compiled.state import (
+    COMPUTED,
+    DECODE,
+    GENERATED,
+    MARK,
     NUM_DECODE,
     NUM_PREFILL,
     NUM_RUNNING,
+    PREFILL,
+    PREFILL_TOKENS,
+    PROMPT,
     RUNNING,
+    SLOT,
+    STATUS,
     WAIT_HEAD,
     WAIT_LEN,
     admit,
-    pages_held,
-    pages_needed,
+    pages_for,
     preempt,
 )
 from refimpl.kv import _pool_kernels as K
@@ -32,134 +42,144 @@ VLLM, SARATHI, PREFILL_FIRST = 0, 1, 2  # `decide`'s policy codes
 
 
 @kernel
-def decide(policy, token_budget, max_num_seqs, epoch, r, p, q, plan):
-    """One policy decision: fill `plan` (empty when nothing can run now)."""
-    plan.sizes[NUM_DECODE] = 0
-    plan.sizes[NUM_PREFILL] = 0
+def decide(policy, token_budget, max_num_seqs, epoch, ints, p, q):
+    """One policy decision: fill the plan in `q` (empty when nothing can run now)."""
+    q.sizes[NUM_DECODE] = 0
+    q.sizes[NUM_PREFILL] = 0
     if policy == PREFILL_FIRST:
-        if not _prefill_whole_prompts(token_budget, max_num_seqs, r, p, q, plan):
-            _decode_all(r, p, q, plan)
+        if not _prefill_whole_prompts(token_budget, max_num_seqs, ints, p, q):
+            _decode_all(ints, p, q)
         return
+    running, order = q.running, q.order
     num_running = q.sizes[NUM_RUNNING]
     if policy == VLLM:  # running requests in start order (VLLMPolicy.schedule)
-        q.order[:num_running] = q.running[:num_running]
+        order[:num_running] = running[:num_running]
     else:  # decodes first, then partial prefills (SarathiPolicy.schedule)
         k = 0
         for decoding in (True, False):
             for m in range(num_running):
-                i = q.running[m]
-                if _is_decoding(r, i) == decoding:
-                    q.order[k] = i
+                i = running[m]
+                uncomputed = ints[PROMPT, i] + ints[GENERATED, i] - ints[COMPUTED, i]
+                if _is_decoding(ints[GENERATED, i], uncomputed) == decoding:
+                    order[k] = i
                     k += 1
-    _budgeted_step(token_budget, max_num_seqs, epoch, num_running, r, p, q, plan)
+    _budgeted_step(token_budget, max_num_seqs, epoch, num_running, ints, p, q)
 
 
 @inline_kernel
-def _is_decoding(r, i):
-    """`Request.is_decoding`."""
-    return (r.num_generated[i] > 0
-            and r.prompt_tokens[i] + r.num_generated[i] - r.num_computed[i] == 1)
+def _is_decoding(num_generated, num_uncomputed):
+    """`Request.is_decoding`: only the newest output token is left to compute."""
+    return num_generated > 0 and num_uncomputed == 1
 
 
 @inline_kernel
-def _add_decode(plan, i):
+def _add_decode(plan, sizes, i):
     """Request `i` decodes one token this step."""
-    plan.decode[plan.sizes[NUM_DECODE]] = i
-    plan.sizes[NUM_DECODE] += 1
+    plan[DECODE, sizes[NUM_DECODE]] = i
+    sizes[NUM_DECODE] += 1
 
 
 @inline_kernel
-def _add_prefill(plan, i, tokens):
+def _add_prefill(plan, sizes, i, tokens):
     """Request `i` computes a prompt chunk of `tokens` this step."""
-    plan.prefill[plan.sizes[NUM_PREFILL]] = i
-    plan.prefill_tokens[plan.sizes[NUM_PREFILL]] = tokens
-    plan.sizes[NUM_PREFILL] += 1
+    plan[PREFILL, sizes[NUM_PREFILL]] = i
+    plan[PREFILL_TOKENS, sizes[NUM_PREFILL]] = tokens
+    sizes[NUM_PREFILL] += 1
 
 
 @inline_kernel
-def _budgeted_step(token_budget, max_num_seqs, epoch, num_order, r, p, q, plan):
+def _budgeted_step(token_budget, max_num_seqs, epoch, num_order, ints, p, q):
     """`QueuePolicy.budgeted_step` over `q.order[:num_order]` (see its docstring)."""
+    order, plan, sizes = q.order, q.plan, q.sizes
+    num_pages_of, tokens_per_page = p.num_pages_of, p.tokens_per_page
     budget, free = token_budget, p.counters[K.FREE]
     preempted = False
     for k in range(num_order):
         if budget == 0:
             break
-        i = q.order[k]
-        if r.status[i] != RUNNING:  # preempted for an earlier one
+        i = order[k]
+        if ints[STATUS, i] != RUNNING:  # preempted for an earlier one
             continue
-        tokens = min(r.prompt_tokens[i] + r.num_generated[i] - r.num_computed[i], budget)
-        need = pages_needed(r, p, i, tokens)
+        uncomputed = ints[PROMPT, i] + ints[GENERATED, i] - ints[COMPUTED, i]
+        tokens = min(uncomputed, budget)
+        slot = ints[SLOT, i]
+        need = (pages_for(ints[COMPUTED, i] + tokens, tokens_per_page[slot])
+                - num_pages_of[slot])
         while need > free:
-            victim = _newest_unscheduled(epoch, r, q, i)
-            free += pages_held(r, p, victim)
-            preempt(r, p, q, victim)
+            victim = _newest_unscheduled(epoch, ints, q, i)
+            free += num_pages_of[ints[SLOT, victim]]
+            preempt(ints, p, q, victim)
             preempted = True
             if victim == i:
                 break
-        if r.status[i] != RUNNING:
+        if ints[STATUS, i] != RUNNING:
             continue
         free -= need
         budget -= tokens
-        r.mark[i] = epoch
-        if _is_decoding(r, i):
-            _add_decode(plan, i)
+        ints[MARK, i] = epoch
+        if _is_decoding(ints[GENERATED, i], uncomputed):
+            _add_decode(plan, sizes, i)
         else:
-            _add_prefill(plan, i, tokens)
-    while (q.sizes[WAIT_LEN] > 0 and budget > 0 and not preempted
-           and q.sizes[NUM_RUNNING] < max_num_seqs):
-        i = q.waiting[q.sizes[WAIT_HEAD]]
-        tokens = min(r.prompt_tokens[i] + r.num_generated[i] - r.num_computed[i], budget)
-        need = pages_needed(r, p, i, tokens)
+            _add_prefill(plan, sizes, i, tokens)
+    while (sizes[WAIT_LEN] > 0 and budget > 0 and not preempted
+           and sizes[NUM_RUNNING] < max_num_seqs):
+        i = q.waiting[sizes[WAIT_HEAD]]
+        tokens = min(ints[PROMPT, i] + ints[GENERATED, i] - ints[COMPUTED, i], budget)
+        need = pages_for(ints[COMPUTED, i] + tokens, p.page_size)
         if need > free:
             break
-        admit(r, q)
+        admit(ints, q)
         free -= need
         budget -= tokens
-        _add_prefill(plan, i, tokens)
+        _add_prefill(plan, sizes, i, tokens)
 
 
 @inline_kernel
-def _newest_unscheduled(epoch, r, q, fallback):
+def _newest_unscheduled(epoch, ints, q, fallback):
     """`QueuePolicy._newest_unscheduled`: the newest running request not yet in the plan."""
     for k in range(q.sizes[NUM_RUNNING] - 1, -1, -1):
         i = q.running[k]
-        if r.mark[i] != epoch and i != fallback:
+        if ints[MARK, i] != epoch and i != fallback:
             return i
     return fallback
 
 
 @inline_kernel
-def _prefill_whole_prompts(token_budget, max_num_seqs, r, p, q, plan):
+def _prefill_whole_prompts(token_budget, max_num_seqs, ints, p, q):
     """`PrefillFirstPolicy.schedule`'s first half: whole waiting prompts; returns whether any."""
+    plan, sizes = q.plan, q.sizes
     budget, free = token_budget, p.counters[K.FREE]
-    while q.sizes[WAIT_LEN] > 0 and q.sizes[NUM_RUNNING] < max_num_seqs:
-        i = q.waiting[q.sizes[WAIT_HEAD]]
-        tokens = r.prompt_tokens[i] + r.num_generated[i] - r.num_computed[i]
-        need = pages_needed(r, p, i, tokens)
-        if need > free or (plan.sizes[NUM_PREFILL] > 0 and tokens > budget):
+    while sizes[WAIT_LEN] > 0 and sizes[NUM_RUNNING] < max_num_seqs:
+        i = q.waiting[sizes[WAIT_HEAD]]
+        tokens = ints[PROMPT, i] + ints[GENERATED, i] - ints[COMPUTED, i]
+        need = pages_for(ints[COMPUTED, i] + tokens, p.page_size)
+        if need > free or (sizes[NUM_PREFILL] > 0 and tokens > budget):
             break
-        admit(r, q)
+        admit(ints, q)
         free -= need
         budget -= tokens
-        _add_prefill(plan, i, tokens)
-    return plan.sizes[NUM_PREFILL] > 0
+        _add_prefill(plan, sizes, i, tokens)
+    return sizes[NUM_PREFILL] > 0
 
 
 @inline_kernel
-def _decode_all(r, p, q, plan):
+def _decode_all(ints, p, q):
     """`PrefillFirstPolicy._decode_all`: every running request decodes, newest preempted first."""
+    running, order, plan, sizes = q.running, q.order, q.plan, q.sizes
+    num_pages_of, tokens_per_page = p.num_pages_of, p.tokens_per_page
     free = p.counters[K.FREE]
-    num_order = q.sizes[NUM_RUNNING]
-    q.order[:num_order] = q.running[:num_order]  # victims leave `running`, not this snapshot
+    num_order = sizes[NUM_RUNNING]
+    order[:num_order] = running[:num_order]  # victims leave `running`, not this snapshot
     for k in range(num_order):
-        i = q.order[k]
-        if r.status[i] != RUNNING:
+        i = order[k]
+        if ints[STATUS, i] != RUNNING:
             continue
-        need = pages_needed(r, p, i, 1)
-        while need > free and r.status[i] == RUNNING:
-            victim = q.running[q.sizes[NUM_RUNNING] - 1]
-            free += pages_held(r, p, victim)
-            preempt(r, p, q, victim)
-        if r.status[i] == RUNNING:
+        slot = ints[SLOT, i]
+        need = pages_for(ints[COMPUTED, i] + 1, tokens_per_page[slot]) - num_pages_of[slot]
+        while need > free and ints[STATUS, i] == RUNNING:
+            victim = running[sizes[NUM_RUNNING] - 1]
+            free += num_pages_of[ints[SLOT, victim]]
+            preempt(ints, p, q, victim)
+        if ints[STATUS, i] == RUNNING:
             free -= need
-            _add_decode(plan, i)
+            _add_decode(plan, sizes, i)

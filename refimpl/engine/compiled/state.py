@@ -1,11 +1,13 @@
 """The compiled engine's state: requests, queues, page pool and step plan as plain arrays.
 
 The compiled twin of `Request`, `QueuePolicy`'s waiting deque and running list, `KVManager`
-and `StepPlan` (refimpl.sched, refimpl.kv): struct-of-arrays indexed by a request's position in
-arrival order, grouped in named tuples that Numba passes by value (the arrays inside are shared
-and mutable; scalars that change live in small arrays). The helpers below are inlined into the
-policies and the loop; each mirrors the Python method named in its docstring, line for line,
-so that both engines make the same decisions.
+and `StepPlan` (refimpl.sched, refimpl.kv). Requests are struct-of-arrays: one row per field
+of a 2-D array, one column per request in arrival order (`ints[STATUS, i]`), so that a hot
+loop holds two arrays, not fourteen. That matters: Numba updates the reference count of every
+array a helper receives, even an inlined one (about 5 ns each), which would cost more than the
+work. So the helpers here take few arrays and run on rare paths (admit, preempt, finish, a
+fresh page); the per-request work of each step is written inline in the policies and the
+loop. Each helper mirrors the Python method its docstring names, so both engines decide alike.
 """
 
 from __future__ import annotations
@@ -20,44 +22,36 @@ from refimpl.kv import _pool_kernels as K
 from refimpl.kv.pool import PagePool, RequestState
 from refimpl.sched.request import Request, RequestStatus
 
-__all__ = ["Plan", "Pool", "Queues", "Requests", "new_plan", "new_pool", "new_queues",
-           "new_requests"]
+__all__ = ["Pool", "Queues", "new_pool", "new_queues", "new_requests"]
 
 WAITING, RUNNING, FINISHED, REJECTED = (int(s) for s in RequestStatus)
 _FREE_SLOT, _RESIDENT = int(RequestState.FREE), int(RequestState.RESIDENT)
 # Request.finish_reason as codes; index 0 is "no reason yet".
 REASONS = ("", "completed", "exceeds_context", "exceeds_kv_capacity", "unschedulable")
 COMPLETED, EXCEEDS_CONTEXT, EXCEEDS_KV_CAPACITY, UNSCHEDULABLE = 1, 2, 3, 4
-WAIT_HEAD, WAIT_LEN, NUM_RUNNING = 0, 1, 2  # Queues.sizes
-NUM_DECODE, NUM_PREFILL = 0, 1  # Plan.sizes
 
+# Rows of the request arrays: `ints` (int64) and `floats` (float64), shape (fields, n).
+INT_FIELDS = ("status", "prompt_tokens", "max_new_tokens", "num_computed", "num_generated",
+              "reason", "num_preemptions", "kv_slot", "mark")
+FLOAT_FIELDS = ("arrival_s", "first_scheduled_s", "first_token_s", "last_token_s", "finish_s")
+STATUS, PROMPT, MAX_NEW, COMPUTED, GENERATED, REASON, PREEMPTIONS, SLOT, MARK = range(9)
+ARRIVAL, FIRST_SCHEDULED, FIRST_TOKEN, LAST_TOKEN, FINISH = range(5)
+# `kv_slot`: the request's row in the pool's arrays, -1 while it holds no pages (a running
+# request always holds one, a waiting one never). `mark`: the decision that last scheduled it
+# (`budgeted_step`'s `scheduled` set).
 
-class Requests(NamedTuple):
-    """`Request` fields as arrays of shape (n,), rows in arrival order."""
-
-    arrival_s: np.ndarray  # float64
-    prompt_tokens: np.ndarray  # int64
-    max_new_tokens: np.ndarray  # int64
-    status: np.ndarray  # int64: RequestStatus
-    num_computed: np.ndarray  # int64
-    num_generated: np.ndarray  # int64
-    first_scheduled_s: np.ndarray  # float64
-    first_token_s: np.ndarray  # float64
-    last_token_s: np.ndarray  # float64
-    finish_s: np.ndarray  # float64
-    reason: np.ndarray  # int64: index into REASONS
-    num_preemptions: np.ndarray  # int64
-    kv_slot: np.ndarray  # int64: row in the pool's arrays, -1 while it holds no pages
-    mark: np.ndarray  # int64: the decision that last scheduled it (budgeted_step's `scheduled`)
+WAIT_HEAD, WAIT_LEN, NUM_RUNNING, NUM_DECODE, NUM_PREFILL = range(5)  # Queues.sizes
+DECODE, PREFILL, PREFILL_TOKENS = range(3)  # rows of Queues.plan
 
 
 class Queues(NamedTuple):
-    """The waiting deque as a ring buffer and the running list in start order."""
+    """The waiting deque (a ring buffer), the running list in start order, and the plan."""
 
     waiting: np.ndarray  # (n,) int64 ring: a request waits at most once at a time
     running: np.ndarray  # (max running,) int64
     order: np.ndarray  # (max running,) int64: scratch, the order a policy visits running ones
-    sizes: np.ndarray  # (3,) int64: WAIT_HEAD, WAIT_LEN, NUM_RUNNING
+    plan: np.ndarray  # (3, max running) int64: `StepPlan`'s decodes; chunks and their tokens
+    sizes: np.ndarray  # (5,) int64: WAIT_HEAD, WAIT_LEN, NUM_RUNNING, NUM_DECODE, NUM_PREFILL
 
 
 class Pool(NamedTuple):
@@ -76,43 +70,26 @@ class Pool(NamedTuple):
     num_pages: int
 
 
-class Plan(NamedTuple):
-    """`StepPlan`: decoding requests, then prompt chunks with their token counts."""
-
-    decode: np.ndarray  # (max running,) int64
-    prefill: np.ndarray  # (max running,) int64
-    prefill_tokens: np.ndarray  # (max running,) int64
-    sizes: np.ndarray  # (2,) int64: NUM_DECODE, NUM_PREFILL
-
-
-def new_requests(requests: Sequence[Request]) -> Requests:
-    """The arrays of `requests` (in the order given), from their current fields."""
-    def column(name: str, dtype: type) -> np.ndarray:
-        return np.fromiter((getattr(r, name) for r in requests), dtype=dtype,
-                           count=len(requests))
-
+def new_requests(requests: Sequence[Request]) -> tuple[np.ndarray, np.ndarray]:
+    """The `ints` and `floats` arrays of `requests` (in the order given), from their fields."""
     reasons = {reason: code for code, reason in enumerate(REASONS)}
-    return Requests(
-        *(column(name, np.float64 if name.endswith("_s") else np.int64)
-          for name in Requests._fields[:10]),
-        reason=np.fromiter((reasons[r.finish_reason] for r in requests), dtype=np.int64,
-                           count=len(requests)),
-        num_preemptions=column("num_preemptions", np.int64),
-        kv_slot=np.full(len(requests), -1, dtype=np.int64),
-        mark=np.zeros(len(requests), dtype=np.int64),
-    )
+    ints = np.empty((len(INT_FIELDS), len(requests)), dtype=np.int64)
+    for row, name in enumerate(INT_FIELDS[:REASON]):
+        ints[row] = [getattr(r, name) for r in requests]
+    ints[REASON] = [reasons[r.finish_reason] for r in requests]
+    ints[PREEMPTIONS] = [r.num_preemptions for r in requests]
+    ints[SLOT] = -1
+    ints[MARK] = 0
+    floats = np.array([[getattr(r, name) for r in requests] for name in FLOAT_FIELDS],
+                      dtype=np.float64).reshape(len(FLOAT_FIELDS), len(requests))
+    return ints, floats
 
 
 def new_queues(num_requests: int, max_running: int) -> Queues:
     """Empty queues for `num_requests` requests, at most `max_running` running at once."""
     return Queues(np.zeros(max(num_requests, 1), np.int64), np.zeros(max_running, np.int64),
-                  np.zeros(max_running, np.int64), np.zeros(3, np.int64))
-
-
-def new_plan(max_running: int) -> Plan:
-    """An empty plan with room for `max_running` requests."""
-    return Plan(np.zeros(max_running, np.int64), np.zeros(max_running, np.int64),
-                np.zeros(max_running, np.int64), np.zeros(2, np.int64))
+                  np.zeros(max_running, np.int64), np.zeros((3, max_running), np.int64),
+                  np.zeros(5, np.int64))
 
 
 def new_pool(pool: PagePool, max_running: int) -> Pool:
@@ -127,40 +104,29 @@ def new_pool(pool: PagePool, max_running: int) -> Pool:
 
 # ---- KV accounting (KVManager) -----------------------------------------------------------------
 @inline_kernel
-def pages_needed(r, p, i, num_tokens):
-    """`KVManager.pages_needed`: new pages request `i` takes for `num_tokens` more tokens."""
-    slot = r.kv_slot[i]
-    if slot < 0:
-        return -(-(r.num_computed[i] + num_tokens) // p.page_size)
-    return (-(-(r.num_computed[i] + num_tokens) // p.tokens_per_page[slot])
-            - p.num_pages_of[slot])
+def pages_for(num_tokens, tokens_per_page):
+    """Pages that hold `num_tokens` tokens (a ceiling division)."""
+    return -(-num_tokens // tokens_per_page)
 
 
 @inline_kernel
-def pages_held(r, p, i):
-    """`KVManager.pages_held`."""
-    slot = r.kv_slot[i]
-    return p.num_pages_of[slot] if slot >= 0 else 0
-
-
-@inline_kernel
-def grow_kv(r, p, i, num_tokens):
+def grow_kv(ints, p, i, num_tokens):
     """`KVManager.grow` of one request: a slot on first use (`PagePool.allocate`), then pages."""
-    if r.kv_slot[i] < 0:
+    if ints[SLOT, i] < 0:
         height = p.free_slots.shape[0] - 1
         p.free_slots[height] -= 1
         slot = p.free_slots[p.free_slots[height]]
         p.states[slot] = _RESIDENT
         p.tokens_per_page[slot] = p.page_size
-        r.kv_slot[i] = slot
+        ints[SLOT, i] = slot
     K.take_pages(p.refcount, p.free_stack, p.counters, p.tables, p.num_pages_of, p.lengths,
-                 p.tokens_per_page, r.kv_slot[i], num_tokens)
+                 p.tokens_per_page, ints[SLOT, i], num_tokens)
 
 
 @inline_kernel
-def free_kv(r, p, i):
+def free_kv(ints, p, i):
     """`KVManager.free`: release the request's pages and its slot, if it holds any."""
-    slot = r.kv_slot[i]
+    slot = ints[SLOT, i]
     if slot >= 0:
         K.release_slot(p.refcount, p.free_stack, p.counters, p.tables, p.num_pages_of, slot, 0)
         p.lengths[slot] = 0
@@ -168,36 +134,36 @@ def free_kv(r, p, i):
         height = p.free_slots.shape[0] - 1
         p.free_slots[p.free_slots[height]] = slot
         p.free_slots[height] += 1
-        r.kv_slot[i] = -1
+        ints[SLOT, i] = -1
 
 
 # ---- queues (QueuePolicy) ----------------------------------------------------------------------
 @inline_kernel
-def push_waiting(q, i, front):
+def push_waiting(waiting, sizes, i, front):
     """`waiting.append(i)`, or `waiting.appendleft(i)` when `front`."""
-    capacity = q.waiting.shape[0]
+    capacity = waiting.shape[0]
     if front:
-        q.sizes[WAIT_HEAD] = (q.sizes[WAIT_HEAD] - 1) % capacity
-        q.waiting[q.sizes[WAIT_HEAD]] = i
+        sizes[WAIT_HEAD] = (sizes[WAIT_HEAD] - 1) % capacity
+        waiting[sizes[WAIT_HEAD]] = i
     else:
-        q.waiting[(q.sizes[WAIT_HEAD] + q.sizes[WAIT_LEN]) % capacity] = i
-    q.sizes[WAIT_LEN] += 1
+        waiting[(sizes[WAIT_HEAD] + sizes[WAIT_LEN]) % capacity] = i
+    sizes[WAIT_LEN] += 1
 
 
 @inline_kernel
-def admit(r, q):
+def admit(ints, q):
     """`QueuePolicy.admit` of the head of the waiting queue; returns the request."""
     i = q.waiting[q.sizes[WAIT_HEAD]]
     q.sizes[WAIT_HEAD] = (q.sizes[WAIT_HEAD] + 1) % q.waiting.shape[0]
     q.sizes[WAIT_LEN] -= 1
-    r.status[i] = RUNNING
+    ints[STATUS, i] = RUNNING
     q.running[q.sizes[NUM_RUNNING]] = i
     q.sizes[NUM_RUNNING] += 1
     return i
 
 
 @inline_kernel
-def preempt(r, p, q, i):
+def preempt(ints, p, q, i):
     """`QueuePolicy.preempt`: drop `i`'s KV and queue it at the front to recompute."""
     n = q.sizes[NUM_RUNNING]
     k = 0
@@ -206,20 +172,20 @@ def preempt(r, p, q, i):
     for m in range(k, n - 1):  # running.remove(i), order kept
         q.running[m] = q.running[m + 1]
     q.sizes[NUM_RUNNING] = n - 1
-    free_kv(r, p, i)
-    r.num_computed[i] = 0
-    r.num_preemptions[i] += 1
-    r.status[i] = WAITING
-    push_waiting(q, i, True)
+    free_kv(ints, p, i)
+    ints[COMPUTED, i] = 0
+    ints[PREEMPTIONS, i] += 1
+    ints[STATUS, i] = WAITING
+    push_waiting(q.waiting, q.sizes, i, True)
 
 
 @inline_kernel
-def drop_finished(r, q):
+def drop_finished(ints, running, sizes):
     """`QueuePolicy.update_from_output`: keep only the running requests still running."""
     kept = 0
-    for k in range(q.sizes[NUM_RUNNING]):
-        i = q.running[k]
-        if r.status[i] == RUNNING:
-            q.running[kept] = i
+    for k in range(sizes[NUM_RUNNING]):
+        i = running[k]
+        if ints[STATUS, i] == RUNNING:
+            running[kept] = i
             kept += 1
-    q.sizes[NUM_RUNNING] = kept
+    sizes[NUM_RUNNING] = kept
