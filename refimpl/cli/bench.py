@@ -14,6 +14,7 @@ SUITES = {
     "kernels": "attention kernels: prefill vs PyTorch/oracle/GEMM, decode vs memory read",
     "kv": "page pool: allocate/free and decode-batch append vs a pure-Python allocator",
     "engine": "simulated engine: a whole public trace through every baseline policy",
+    "sched": "slo policy: decision time per tick at 100 to 10,000 active requests",
     "costmodel": "cost model: held-out MAPE vs DistServe baseline, look-up cost, profile time",
 }
 

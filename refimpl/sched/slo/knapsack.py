@@ -14,13 +14,16 @@ exponential; the seed's greedy is:
    second of step time, weighted) or `w * lateness_penalty` (VALUE_LATENESS, with the
    penalty `1 / (1 + slack / scale)`, rising as the deadline nears).
 
-Cost: one pass over the N active requests, plus sorting the urgent (U) and fill (F) candidates:
-O(N + U log U + F log F), never more than O(N log N). `select_decode_batch` is the Numba
+Cost: one pass over the N active requests, a sort of the U urgent ones and a heap of the fill
+candidates popped only as far as the batch fills (B pops): O(N + U log U + B log N), never more
+than O(N log N). `select_decode_batch` is the Numba
 version the `slo` policy runs; `select_decode_batch_python` is the same algorithm in plain
 Python, the baseline of `refimpl bench sched`.
 """
 
 from __future__ import annotations
+
+import heapq
 
 import numpy as np
 
@@ -29,10 +32,10 @@ from refimpl._numba import kernel
 __all__ = [
     "VALUE_LATENESS",
     "VALUE_PER_TIME",
-    "bucket_array",
     "bucket_of",
     "select_decode_batch",
     "select_decode_batch_python",
+    "tick_inputs",
 ]
 
 VALUE_PER_TIME = 0  # value = weight / estimated time (default)
@@ -51,12 +54,58 @@ def bucket_of(context_tokens, first_bucket_tokens):
 
 
 @kernel
-def bucket_array(context_tokens, first_bucket_tokens):
-    """`bucket_of` of every entry of an int64 array."""
-    out = np.empty(context_tokens.shape[0], np.int64)
-    for i in range(context_tokens.shape[0]):
-        out[i] = bucket_of(context_tokens[i], first_bucket_tokens)
-    return out
+def tick_inputs(context, deadline_s, active, now_s, min_tick_s, max_tick_s, horizon_ticks,
+                c_seq_s, c_kv_s, page_size, first_bucket_tokens):
+    """One pass over the decode set: each slot's estimated time, bucket and page need, the
+    tick (`clamp(earliest deadline - now, min_tick_s, max_tick_s)`, or `max_tick_s` with
+    nothing active) and the time of all requests due within `horizon_ticks` ticks."""
+    n = active.shape[0]
+    est_s = np.empty(n, np.float64)
+    buckets = np.empty(n, np.int64)
+    kv_need = np.empty(n, np.int64)
+    earliest = np.inf
+    for slot in range(n):
+        est_s[slot] = c_seq_s + c_kv_s * (context[slot] + 1)  # its KV and its newest token
+        buckets[slot] = bucket_of(context[slot], first_bucket_tokens)
+        kv_need[slot] = 1 if context[slot] % page_size == 0 else 0  # last page full: one more
+        if active[slot]:
+            earliest = min(earliest, deadline_s[slot])
+    tick_s = max_tick_s if earliest == np.inf else min(max(earliest - now_s, min_tick_s),
+                                                       max_tick_s)
+    urgent_s = 0.0
+    for slot in range(n):
+        if active[slot] and deadline_s[slot] < now_s + horizon_ticks * tick_s:
+            urgent_s += est_s[slot]
+    return est_s, buckets, kv_need, tick_s, urgent_s
+
+
+@kernel
+def _take_in_order(heap, est_time_s, kv_need, bucket, opened, taken, out, count, time_left,
+                   pages_left, max_batch):
+    """Pop `(key, slot)` entries smallest key first, taking each slot that still fits.
+
+    Heapified in O(len) and popped only while something can still fit (the batch is not
+    full, and time is left for the cheapest entry): O(len + B log len) in practice.
+    """
+    cheapest = np.inf  # the smallest time of any entry, and of entries needing no page
+    cheapest_no_page = np.inf
+    for _, slot in heap:
+        cheapest = min(cheapest, est_time_s[slot])
+        if kv_need[slot] == 0:
+            cheapest_no_page = min(cheapest_no_page, est_time_s[slot])
+    heapq.heapify(heap)
+    while heap and count < max_batch:
+        if time_left < cheapest or (pages_left <= 0 and time_left < cheapest_no_page):
+            break  # no entry left can fit: stop popping (the choice is the same)
+        slot = heapq.heappop(heap)[1]
+        if est_time_s[slot] <= time_left and kv_need[slot] <= pages_left:
+            time_left -= est_time_s[slot]
+            pages_left -= kv_need[slot]
+            taken[slot] = True
+            opened[bucket[slot]] = True
+            out[count] = slot
+            count += 1
+    return count, time_left, pages_left
 
 
 @kernel
@@ -66,10 +115,10 @@ def select_decode_batch(deadline_s, est_time_s, weight, bucket, kv_need, active,
     """Greedy deadline knapsack; writes chosen slots to `out` and returns how many.
 
     All per-slot arrays have one entry per policy slot; `active[slot]` marks decodable ones.
+    Ties go to the lower slot (the heaps order `(key, slot)` pairs), so the choice is total.
     """
     n = active.shape[0]
-    urgent = np.empty(n, np.int64)
-    num_urgent = 0
+    urgent = [(0.0, 0) for _ in range(0)]  # a typed empty list of (deadline, slot)
     earliest = -1
     for slot in range(n):
         if not active[slot]:
@@ -77,50 +126,28 @@ def select_decode_batch(deadline_s, est_time_s, weight, bucket, kv_need, active,
         if earliest < 0 or deadline_s[slot] < deadline_s[earliest]:
             earliest = slot
         if deadline_s[slot] < now_s + horizon_s:
-            urgent[num_urgent] = slot
-            num_urgent += 1
+            urgent.append((deadline_s[slot], slot))
     if earliest < 0:
         return 0
-    urgent = urgent[:num_urgent]
-    urgent = urgent[np.argsort(deadline_s[urgent], kind="mergesort")]  # stable: ties by slot
-    num_buckets = bucket.max() + 1 if n > 0 else 1
-    opened = np.zeros(num_buckets, np.bool_)
+    opened = np.zeros(bucket.max() + 1, np.bool_)
     taken = np.zeros(n, np.bool_)
-    time_left, pages_left, count = time_budget_s, kv_budget_pages, 0
-    for slot in urgent:
-        if count == max_batch:
-            break
-        if est_time_s[slot] <= time_left and kv_need[slot] <= pages_left:
-            time_left -= est_time_s[slot]
-            pages_left -= kv_need[slot]
-            taken[slot] = True
-            opened[bucket[slot]] = True
-            out[count] = slot
-            count += 1
+    count, time_left, pages_left = _take_in_order(
+        urgent, est_time_s, kv_need, bucket, opened, taken, out, 0, time_budget_s,
+        kv_budget_pages, max_batch)
     if count == 0:  # nothing urgent fitted: fill around the earliest deadline
         opened[bucket[earliest]] = True
-    fill = np.empty(n, np.int64)
-    value = np.empty(n, np.float64)
-    num_fill = 0
+    fill = [(0.0, 0) for _ in range(0)]  # (-value, slot): the highest value pops first
     for slot in range(n):
         if active[slot] and not taken[slot] and opened[bucket[slot]]:
             if value_mode == VALUE_PER_TIME:
-                value[num_fill] = weight[slot] / max(est_time_s[slot], 1e-12)
+                value = weight[slot] / max(est_time_s[slot], 1e-12)
             else:
                 slack_s = max(deadline_s[slot] - now_s, 0.0)
-                value[num_fill] = weight[slot] / (1.0 + slack_s / lateness_scale_s)
-            fill[num_fill] = slot
-            num_fill += 1
-    order = np.argsort(-value[:num_fill], kind="mergesort")  # highest value first, stable
-    for i in order:
-        if count == max_batch:
-            break
-        slot = fill[i]
-        if est_time_s[slot] <= time_left and kv_need[slot] <= pages_left:
-            time_left -= est_time_s[slot]
-            pages_left -= kv_need[slot]
-            out[count] = slot
-            count += 1
+                value = weight[slot] / (1.0 + slack_s / lateness_scale_s)
+            fill.append((-value, slot))
+    # Filling never opens a bucket that counts: `opened` is read before this pass.
+    count, _, _ = _take_in_order(fill, est_time_s, kv_need, bucket, opened, taken, out, count,
+                                 time_left, pages_left, max_batch)
     return count
 
 

@@ -36,21 +36,19 @@ from refimpl.errors import ConfigError
 from refimpl.kv.manager import KVManager
 from refimpl.sched.plan import StepPlan
 from refimpl.sched.request import Request, RequestStatus
-from refimpl.sched.slo.knapsack import (
-    VALUE_PER_TIME,
-    bucket_array,
-    bucket_of,
-    select_decode_batch,
-)
+from refimpl.sched.slo.knapsack import VALUE_PER_TIME, select_decode_batch, tick_inputs
 from refimpl.sched.slo.queues import DecodeSet, PrefillQueue
 
 __all__ = ["SLOPolicy"]
+
+MAX_HEADS = 64  # prompts a tick looks at in the prefill queue
 
 
 class SLOPolicy:
     """Two deadline queues, decode reservation, adaptive chunked prefill, bucketed knapsack."""
 
     name = "slo"
+    _select = staticmethod(select_decode_batch)  # the knapsack (a benchmark swaps in Python)
 
     def __init__(self, *, max_batch: int = 256, min_tick_s: float = 1e-3,
                  max_tick_s: float = 0.25, min_chunk: int = 64, max_chunk: int = 8192,
@@ -124,52 +122,49 @@ class SLOPolicy:
         """Plan one tick."""
         decode = self.decode
         waiting = len(self.prefill) > 0
-        deadlines = decode.deadline_s[decode.active]
-        if deadlines.size:
-            tick_s = min(max(float(deadlines.min()) - now_s, self.min_tick_s), self.max_tick_s)
-        else:
-            tick_s = self.max_tick_s
-        est_s = self._c_seq_s + self._c_kv_s * (decode.context + 1)  # per slot
-        urgent = decode.active & (decode.deadline_s < now_s + self.horizon_ticks * tick_s)
+        est_s, buckets, kv_need, tick_s, urgent_s = tick_inputs(
+            decode.context, decode.deadline_s, decode.active, now_s, self.min_tick_s,
+            self.max_tick_s, self.horizon_ticks, self._c_seq_s, self._c_kv_s,
+            self.kv.page_size, self.first_bucket_tokens)
         reserve_s = self._prefill_time(self.min_chunk) if waiting else 0.0
         # Urgent decodes are never squeezed out: the tick stretches to hold them all.
-        budget_s = max(tick_s, self._base_s + float(est_s[urgent].sum()) + reserve_s)
-        chosen, decode_pages = self._choose_decodes(now_s, tick_s, est_s,
-                                                    budget_s - reserve_s - self._base_s)
-        decode_context = sum(r.num_tokens for r in chosen)
+        budget_s = max(tick_s, self._base_s + urgent_s + reserve_s)
+        slots, decode_pages = self._choose_decodes(now_s, tick_s, est_s, buckets, kv_need,
+                                                   budget_s - reserve_s - self._base_s)
+        contexts = decode.context[slots] + 1  # each reads its cache and its newest token
+        chosen = [decode.requests[slot] for slot in slots]
         pages_left = self.kv.num_free_pages - decode_pages
-        chunks = self._choose_prefill(len(chosen), decode_context, budget_s, pages_left,
+        chunks = self._choose_prefill(len(chosen), int(contexts.sum()), budget_s, pages_left,
                                       hold_new=bool(chosen)) if waiting else []
         if waiting and not chosen and not chunks and self._preempt_partial_prefill():
             return self.schedule(now_s)  # the pool was full of half-done prompts: retry
         self.last_budget_s = budget_s
-        return StepPlan(tuple(chosen), tuple(chunks), self._kernels(chosen, chunks))
+        kernels = self._kernels(buckets[slots], contexts, chunks)
+        return StepPlan(tuple(chosen), tuple(chunks), kernels)
 
     def _choose_decodes(self, now_s: float, tick_s: float, est_s: np.ndarray,
-                        window_s: float) -> tuple[list[Request], int]:
-        """The decode batch (knapsack under the window's time, the pages and `max_batch`) and
-        the pages it takes."""
+                        buckets: np.ndarray, kv_need: np.ndarray, window_s: float
+                        ) -> tuple[np.ndarray, int]:
+        """The decode batch's slots (knapsack under the window's time, the pages and
+        `max_batch`) and the pages it takes; preempts while urgent ones lack pages."""
         decode = self.decode
         if not len(decode):
-            return [], 0
-        ctx = decode.context
-        buckets = bucket_array(ctx, self.first_bucket_tokens)
-        kv_need = (ctx % self.kv.page_size == 0).astype(np.int64)  # a full last page: one more
+            return np.empty(0, np.int64), 0
         out = np.empty(len(decode.active), np.int64)
+        horizon_s = self.horizon_ticks * tick_s
         while True:
-            count = select_decode_batch(
+            count = self._select(
                 decode.deadline_s, est_s, decode.weight, buckets, kv_need, decode.active,
-                now_s, self.horizon_ticks * tick_s, max(window_s, 0.0),
-                self.kv.num_free_pages, self.max_batch, self.value_mode,
-                self.lateness_scale_s, out)
+                now_s, horizon_s, max(window_s, 0.0), self.kv.num_free_pages, self.max_batch,
+                self.value_mode, self.lateness_scale_s, out)
             slots = out[:count]
-            urgent_left = decode.active & (decode.deadline_s < now_s + self.horizon_ticks * tick_s)
-            urgent_left[slots] = False
             pages = int(kv_need[slots].sum())
+            urgent_left = decode.active & (decode.deadline_s < now_s + horizon_s)
+            urgent_left[slots] = False
             short = urgent_left.any() and (
                 self.kv.num_free_pages - pages < int(kv_need[urgent_left].sum()))
             if not short or not self._preempt_one(exclude=set(slots.tolist())):
-                return [decode.requests[s] for s in slots], pages
+                return slots, pages
 
     def _choose_prefill(self, num_decode: int, decode_context: int, budget_s: float,
                         pages_left: int, hold_new: bool) -> list[tuple[Request, int]]:
@@ -179,45 +174,56 @@ class SLOPolicy:
         pages as they finish; with nothing decoding, holding back would only stall.
         """
         heads: list[Request] = []
+        startable: list[bool] = []
         remaining = 0
         held_back = hold_new and self.kv.utilization() > self.kv_watermark
-        while self.prefill and remaining < self.max_chunk:
+        # The queue's first prompts, as far as a maximal chunk reaches (bounded, so a long
+        # queue held back at the watermark costs a bounded look, not a scan).
+        while self.prefill and remaining < self.max_chunk and len(heads) < MAX_HEADS:
             request = self.prefill.pop()
-            if held_back and request.kv_slot < 0:  # above the watermark: no new prompt starts
-                heads.append(request)
-                continue
+            can_run = not (held_back and request.kv_slot < 0)  # no new prompt above the mark
             heads.append(request)
-            remaining += request.num_uncomputed
+            startable.append(can_run)
+            remaining += request.num_uncomputed if can_run else 0
+        # Prompts take the chunk in queue order, each whole before the next starts. Walk them
+        # while the step still fits (budget and pages), then binary-search the tokens of the
+        # first prompt that does not fit whole: O(heads + log C) step-time evaluations.
+        step = self.model.step_time_parts
+        page_size = self.kv.page_size
 
-        def plan(tokens: int) -> tuple[list[tuple[Request, int]], int, int]:
-            chunks, pairs, pages = [], 0, 0
-            for request in heads:
-                if tokens == 0 or (held_back and request.kv_slot < 0):
-                    continue
-                take = min(request.num_uncomputed, tokens)
-                chunks.append((request, take))
-                pairs += take * request.num_computed + take * (take + 1) // 2
-                pages += self.kv.pages_needed(request, take)
-                tokens -= take
-            return chunks, pairs, pages
+        def grown(take: int, computed: int, held: int) -> tuple[int, int]:
+            """(pairs, new pages) of a chunk of `take` tokens after `computed` cached ones."""
+            return (take * computed + take * (take + 1) // 2,
+                    -(-(computed + take) // page_size) - held)
 
-        def fits(tokens: int) -> bool:
-            chunks, pairs, pages = plan(tokens)
-            used = sum(t for _, t in chunks)
-            step_s = self.model.step_time_parts(used, pairs, num_decode, decode_context)
-            return step_s <= budget_s and pages <= pages_left
-
-        low, high = 0, min(remaining, self.max_chunk)
-        while low < high:  # the largest token count that fits (step time is monotone in it)
-            mid = (low + high + 1) // 2
-            low, high = (mid, high) if fits(mid) else (low, mid - 1)
-        chunks, _, _ = plan(low)
-        scheduled = {r.request_id for r, _ in chunks}
-        for request in heads:
-            if request.request_id not in scheduled:
+        chunks: list[tuple[Request, int]] = []
+        tokens = pairs = pages = 0
+        cap = self.max_chunk
+        for request, can_run in zip(heads, startable, strict=True):
+            if not can_run or tokens >= cap:
                 self.prefill.push(request)
-        for request, _ in chunks:
+                continue
+            computed, held = request.num_computed, self.kv.pages_held(request)
+
+            def fits(take: int, base=(tokens, pairs, pages), computed=computed, held=held):
+                more_pairs, more_pages = grown(take, computed, held)
+                return (base[2] + more_pages <= pages_left and step(
+                    base[0] + take, base[1] + more_pairs, num_decode, decode_context)
+                    <= budget_s)
+
+            low, high = 0, min(request.num_uncomputed, cap - tokens)
+            if not fits(high):
+                cap = tokens  # this prompt is cut short: later ones wait (queue order holds)
+                while low < high:  # the largest part of this prompt that fits
+                    mid = (low + high + 1) // 2
+                    low, high = (mid, high) if fits(mid) else (low, mid - 1)
+            if high == 0:
+                self.prefill.push(request)
+                continue
             request.status = RequestStatus.RUNNING
+            chunks.append((request, high))
+            more_pairs, more_pages = grown(high, computed, held)
+            tokens, pairs, pages = tokens + high, pairs + more_pairs, pages + more_pages
         return chunks
 
     def _prefill_time(self, tokens: int) -> float:
@@ -255,18 +261,14 @@ class SLOPolicy:
         request.status = RequestStatus.WAITING
         self.prefill.push(request)
 
-    def _kernels(self, chosen: list[Request], chunks: list[tuple[Request, int]]) -> tuple:
-        """Fastest candidate per decode bucket and for the prefill chunk, from the cost table."""
+    def _kernels(self, buckets: np.ndarray, contexts: np.ndarray,
+                 chunks: list[tuple[Request, int]]) -> tuple[str, ...]:
+        """Fastest candidate per decode bucket (a micro-batch) and for the prefill chunk."""
         if self.cost_table is None:
             return ()
-        names = []
-        by_bucket: dict[int, list[int]] = {}
-        for request in chosen:
-            bucket = bucket_of(request.num_tokens, self.first_bucket_tokens)
-            by_bucket.setdefault(bucket, []).append(request.num_tokens)
-        for contexts in by_bucket.values():
-            names.append(self.cost_table.lookup("decode", len(contexts), max(contexts),
-                                                clamp=True)[0])
+        names = [self.cost_table.lookup("decode", int((buckets == b).sum()),
+                                        int(contexts[buckets == b].max()), clamp=True)[0]
+                 for b in np.unique(buckets)]
         if chunks:
             tokens = sum(t for _, t in chunks)
             names.append(self.cost_table.lookup("prefill", 1, tokens, clamp=True)[0])
