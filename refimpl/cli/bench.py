@@ -15,6 +15,7 @@ SUITES = {
     "kv": "page pool: allocate/free and decode-batch append vs a pure-Python allocator",
     "engine": "simulated engine: a whole public trace through every baseline policy",
     "sched": "slo policy: decision time per tick at 100 to 10,000 active requests",
+    "serving": "SLO attainment, goodput and capacity of slo beside the baselines on traces",
     "costmodel": "cost model: held-out MAPE vs DistServe baseline, look-up cost, profile time",
 }
 
