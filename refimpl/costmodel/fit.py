@@ -110,7 +110,7 @@ def _fit_groups(samples: Sequence[Sample], cands: dict[str, Candidate], dims: At
         row = features(cands[sample.candidate], dims, sample.batch, sample.seq_len,
                        hardware.peak_flops, hardware.memory_bandwidth_bytes_s)
         base = baseline_features(sample.phase, sample.batch, sample.seq_len)
-        groups.setdefault(sample.candidate, []).append((row, base, sample.time_s, is_train))
+        groups.setdefault(sample.candidate, []).append((row, base, sample.min_s, is_train))
     for name, rows in groups.items():
         x, xb, y, tr = zip(*rows, strict=True)
         yield name, np.array(x), np.array(xb), np.array(y), np.array(tr)

@@ -18,7 +18,7 @@ import numpy as np
 from refimpl._version import __version__
 from refimpl.config import ModelConfig
 from refimpl.config.probe import machine_fingerprint
-from refimpl.costmodel._timing import Progress, median_s
+from refimpl.costmodel._timing import Progress, time_calls
 from refimpl.costmodel.candidates import PHASES, AttentionDims, Candidate, enumerate_candidates
 from refimpl.costmodel.gemm import GemmProfile, profile_gemm
 from refimpl.errors import ConfigError
@@ -71,13 +71,14 @@ MODES: dict[str, ProfileMode] = {
 
 @dataclass(frozen=True)
 class Sample:
-    """The median time of one candidate on one shape."""
+    """The measured time of one candidate on one shape."""
 
     phase: str
     candidate: str  # Candidate.name
     batch: int
     seq_len: int
-    time_s: float
+    time_s: float  # median of the timed calls
+    min_s: float  # fastest timed call: what the fit uses (load elsewhere only adds time)
 
 
 @dataclass
@@ -171,8 +172,9 @@ def run_profile(model: ModelConfig, mode: str | ProfileMode = "quick", *,
             continue
         run = _inputs(phase, dims, batch, seq_len, rng)
         for cand in candidates_of(mode, phase, dims):
-            seconds = median_s(functools.partial(run, cand), mode.repeats, mode.max_point_s)
-            samples.append(Sample(phase, cand.name, batch, seq_len, seconds))
+            median, fastest = time_calls(functools.partial(run, cand), mode.repeats,
+                                         mode.max_point_s)
+            samples.append(Sample(phase, cand.name, batch, seq_len, median, fastest))
         bar.show(done, f"{phase} B={batch} T={seq_len}")
     gemm = profile_gemm(model, mode.gemm_tokens, repeats=mode.repeats, rng=rng)  # ~1 s
     return ProfileResult(model=model, dims=dims, mode=mode.name, samples=samples, gemm=gemm,

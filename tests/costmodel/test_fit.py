@@ -27,7 +27,7 @@ def _samples(noise: float, seed: int = 0) -> tuple[list, list]:
                 for s in GRID[phase][1]:
                     x = features(cand, DIMS, b, s, HW.peak_flops, HW.memory_bandwidth_bytes_s)
                     t = float(np.dot(TRUE, x)) * np.exp(rng.normal(0, noise))
-                    samples.append(Sample(phase, cand.name, b, s, t))
+                    samples.append(Sample(phase, cand.name, b, s, t, t))
     return cands, samples
 
 
