@@ -3,19 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
+from refimpl._timing import best_seconds
 
-def best_seconds(fn: Callable[[], object], repeats: int) -> float:
-    """The fastest of `repeats` calls after one warm-up call (compilation, page faults)."""
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
+__all__ = ["best_seconds", "threads"]
 
 
 @contextlib.contextmanager

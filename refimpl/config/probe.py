@@ -13,12 +13,12 @@ import os
 import platform
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from refimpl._timing import best_seconds
 from refimpl.config.hardware import HardwareSpec
 
 __all__ = ["CacheInfo", "cache_dir", "detect_caches", "local_cpu_spec", "machine_fingerprint"]
@@ -127,27 +127,17 @@ def machine_fingerprint() -> dict[str, object]:
     }
 
 
-def _best_seconds(fn, repeats: int) -> float:
-    fn()  # warm-up: page faults, BLAS thread start
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def _measure(l3_bytes: int) -> dict[str, float]:
     """Read and copy bandwidth on an array well past the last-level cache; fp32 GEMM FLOP/s."""
     nbytes = max(256 << 20, 8 * l3_bytes)
     big = np.ones(nbytes // 4, dtype=np.float32)
     out = np.empty_like(big)
-    read_s = _best_seconds(lambda: big.sum(), repeats=3)
-    copy_s = _best_seconds(lambda: np.copyto(out, big), repeats=3)
+    read_s = best_seconds(lambda: big.sum(), repeats=3)
+    copy_s = best_seconds(lambda: np.copyto(out, big), repeats=3)
     n = 1024
     a = np.ones((n, n), dtype=np.float32)
     b = np.ones((n, n), dtype=np.float32)
-    gemm_s = _best_seconds(lambda: a @ b, repeats=5)
+    gemm_s = best_seconds(lambda: a @ b, repeats=5)
     return {
         "memory_bandwidth_bytes_s": nbytes / read_s,
         "copy_bandwidth_bytes_s": nbytes / copy_s,  # bytes moved one way

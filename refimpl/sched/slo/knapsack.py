@@ -158,34 +158,30 @@ def select_decode_batch_python(deadline_s, est_time_s, weight, bucket, kv_need, 
     slots = [s for s in range(len(active)) if active[s]]
     if not slots:
         return []
-    urgent = sorted((s for s in slots if deadline_s[s] < now_s + horizon_s),
-                    key=lambda s: (deadline_s[s], s))
     chosen: list[int] = []
-    opened: set[int] = set()
-    time_left, pages_left = time_budget_s, kv_budget_pages
-    for s in urgent:
-        if len(chosen) == max_batch:
-            break
-        if est_time_s[s] <= time_left and kv_need[s] <= pages_left:
-            time_left -= est_time_s[s]
-            pages_left -= kv_need[s]
-            chosen.append(s)
-            opened.add(bucket[s])
+    left = [time_budget_s, kv_budget_pages]
+
+    def take_in_order(candidates: list[int]) -> None:
+        for s in candidates:
+            if len(chosen) == max_batch:
+                return
+            if est_time_s[s] <= left[0] and kv_need[s] <= left[1]:
+                left[0] -= est_time_s[s]
+                left[1] -= kv_need[s]
+                chosen.append(s)
+
+    take_in_order(sorted((s for s in slots if deadline_s[s] < now_s + horizon_s),
+                         key=lambda s: (deadline_s[s], s)))
+    opened = {bucket[s] for s in chosen}
     if not chosen:
         opened.add(bucket[min(slots, key=lambda s: (deadline_s[s], s))])
-    taken = set(chosen)
 
     def value(s: int) -> float:
         if value_mode == VALUE_PER_TIME:
             return weight[s] / max(est_time_s[s], 1e-12)
         return weight[s] / (1.0 + max(deadline_s[s] - now_s, 0.0) / lateness_scale_s)
 
-    fill = [s for s in slots if s not in taken and bucket[s] in opened]
-    for s in sorted(fill, key=lambda s: -value(s)):  # sorted() is stable: ties keep slot order
-        if len(chosen) == max_batch:
-            break
-        if est_time_s[s] <= time_left and kv_need[s] <= pages_left:
-            time_left -= est_time_s[s]
-            pages_left -= kv_need[s]
-            chosen.append(s)
+    taken = set(chosen)
+    take_in_order(sorted((s for s in slots if s not in taken and bucket[s] in opened),
+                         key=lambda s: (-value(s), s)))
     return chosen
