@@ -97,7 +97,7 @@ def serve(policy, token_budget, max_num_seqs, coefficients, max_context, clock_i
         step_f[num_steps, 1] = duration_s
         step_f[num_steps, 2] = decision_s
         step_i[num_steps, 0] = sizes[NUM_DECODE]
-        step_i[num_steps, 1] = plan[PREFILL_TOKENS, :sizes[NUM_PREFILL]].sum()
+        step_i[num_steps, 1] = _prefill_tokens(plan, sizes)
         step_i[num_steps, 2] = sizes[NUM_PREFILL]
         step_i[num_steps, 3] = p.num_pages - p.counters[K.FREE]
         step_i[num_steps, 4] = sizes[WAIT_LEN]
@@ -110,11 +110,13 @@ def serve(policy, token_budget, max_num_seqs, coefficients, max_context, clock_i
 def _doubled(records):
     """`records` copied into an array twice as long (called a few dozen times per run)."""
     grown = np.empty((2 * records.shape[0], records.shape[1]), dtype=records.dtype)
-    grown[:records.shape[0]] = records
+    for row in range(records.shape[0]):  # plain loops compile faster than slice assignment
+        for column in range(records.shape[1]):
+            grown[row, column] = records[row, column]
     return grown
 
 
-@inline_kernel
+@kernel
 def _arrive(ints, floats, p, q, i, max_context):
     """`Engine._arrive`: queue request `i`, or reject it at once if it can never run."""
     total = ints[PROMPT, i] + ints[MAX_NEW, i]
@@ -126,7 +128,7 @@ def _arrive(ints, floats, p, q, i, max_context):
         push_waiting(q.waiting, q.sizes, i, False)
 
 
-@inline_kernel
+@kernel
 def _end(ints, floats, p, i, status, reason, now):
     """`Engine._reject`, or the end of `Engine._commit` for a finished request."""
     ints[STATUS, i] = status
@@ -135,7 +137,7 @@ def _end(ints, floats, p, i, status, reason, now):
     free_kv(ints, p, i)
 
 
-@inline_kernel
+@kernel
 def _reject_stranded(ints, floats, p, now):
     """`Engine._reject_stranded`: requests left when nothing runs and nothing will arrive."""
     for i in range(ints.shape[1]):
@@ -165,18 +167,26 @@ def _grow_plan(ints, p, plan, sizes):
 
 
 @inline_kernel
+def _prefill_tokens(plan, sizes):
+    """Prompt tokens of all the plan's chunks."""
+    total = 0
+    for k in range(sizes[NUM_PREFILL]):
+        total += plan[PREFILL_TOKENS, k]
+    return total
+
+
+@inline_kernel
 def _plan_step_s(coefficients, ints, plan, sizes):
     """`SimulatedExecutor.execute`: the step's counts, then the roofline step time."""
-    prefill_tokens = prefill_pairs = decode_context = 0
+    prefill_pairs = decode_context = 0
     for k in range(sizes[NUM_PREFILL]):
         tokens = plan[PREFILL_TOKENS, k]
-        prefill_tokens += tokens
         # causal pairs of a chunk of `tokens` queries after `num_computed` cached ones
         prefill_pairs += tokens * ints[COMPUTED, plan[PREFILL, k]] + tokens * (tokens + 1) // 2
     for k in range(sizes[NUM_DECODE]):
         i = plan[DECODE, k]
         decode_context += ints[PROMPT, i] + ints[GENERATED, i]
-    return _step_s(coefficients, prefill_tokens, prefill_pairs, sizes[NUM_DECODE],
+    return _step_s(coefficients, _prefill_tokens(plan, sizes), prefill_pairs, sizes[NUM_DECODE],
                    decode_context)
 
 

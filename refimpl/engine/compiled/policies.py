@@ -53,7 +53,8 @@ def decide(policy, token_budget, max_num_seqs, epoch, ints, p, q):
     running, order = q.running, q.order
     num_running = q.sizes[NUM_RUNNING]
     if policy == VLLM:  # running requests in start order (VLLMPolicy.schedule)
-        order[:num_running] = running[:num_running]
+        for k in range(num_running):
+            order[k] = running[k]
     else:  # decodes first, then partial prefills (SarathiPolicy.schedule)
         k = 0
         for decoding in (True, False):
@@ -134,7 +135,7 @@ def _budgeted_step(token_budget, max_num_seqs, epoch, num_order, ints, p, q):
         _add_prefill(plan, sizes, i, tokens)
 
 
-@inline_kernel
+@kernel
 def _newest_unscheduled(epoch, ints, q, fallback):
     """`QueuePolicy._newest_unscheduled`: the newest running request not yet in the plan."""
     for k in range(q.sizes[NUM_RUNNING] - 1, -1, -1):
@@ -169,7 +170,8 @@ def _decode_all(ints, p, q):
     num_pages_of, tokens_per_page = p.num_pages_of, p.tokens_per_page
     free = p.counters[K.FREE]
     num_order = sizes[NUM_RUNNING]
-    order[:num_order] = running[:num_order]  # victims leave `running`, not this snapshot
+    for k in range(num_order):  # a snapshot: victims leave `running`, not `order`
+        order[k] = running[k]
     for k in range(num_order):
         i = order[k]
         if ints[STATUS, i] != RUNNING:

@@ -5,9 +5,11 @@ and `StepPlan` (refimpl.sched, refimpl.kv). Requests are struct-of-arrays: one r
 of a 2-D array, one column per request in arrival order (`ints[STATUS, i]`), so that a hot
 loop holds two arrays, not fourteen. That matters: Numba updates the reference count of every
 array a helper receives, even an inlined one (about 5 ns each), which would cost more than the
-work. So the helpers here take few arrays and run on rare paths (admit, preempt, finish, a
-fresh page); the per-request work of each step is written inline in the policies and the
-loop. Each helper mirrors the Python method its docstring names, so both engines decide alike.
+work. So the helpers here that take arrays run on rare paths (admit, preempt, finish, a fresh
+page) and are ordinary compiled calls (compiled once, not inlined at every call site, which
+keeps compile time down); the per-request work of each step is written inline in the policies
+and the loop. Each helper mirrors the Python method its docstring names, so both engines
+decide alike.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from refimpl._numba import inline_kernel
+from refimpl._numba import inline_kernel, kernel
 from refimpl.kv import _pool_kernels as K
 from refimpl.kv.pool import PagePool, RequestState
 from refimpl.sched.request import Request, RequestStatus
@@ -109,7 +111,7 @@ def pages_for(num_tokens, tokens_per_page):
     return -(-num_tokens // tokens_per_page)
 
 
-@inline_kernel
+@kernel
 def grow_kv(ints, p, i, num_tokens):
     """`KVManager.grow` of one request: a slot on first use (`PagePool.allocate`), then pages."""
     if ints[SLOT, i] < 0:
@@ -123,7 +125,7 @@ def grow_kv(ints, p, i, num_tokens):
                  p.tokens_per_page, ints[SLOT, i], num_tokens)
 
 
-@inline_kernel
+@kernel
 def free_kv(ints, p, i):
     """`KVManager.free`: release the request's pages and its slot, if it holds any."""
     slot = ints[SLOT, i]
@@ -138,7 +140,7 @@ def free_kv(ints, p, i):
 
 
 # ---- queues (QueuePolicy) ----------------------------------------------------------------------
-@inline_kernel
+@kernel
 def push_waiting(waiting, sizes, i, front):
     """`waiting.append(i)`, or `waiting.appendleft(i)` when `front`."""
     capacity = waiting.shape[0]
@@ -150,7 +152,7 @@ def push_waiting(waiting, sizes, i, front):
     sizes[WAIT_LEN] += 1
 
 
-@inline_kernel
+@kernel
 def admit(ints, q):
     """`QueuePolicy.admit` of the head of the waiting queue; returns the request."""
     i = q.waiting[q.sizes[WAIT_HEAD]]
@@ -162,7 +164,7 @@ def admit(ints, q):
     return i
 
 
-@inline_kernel
+@kernel
 def preempt(ints, p, q, i):
     """`QueuePolicy.preempt`: drop `i`'s KV and queue it at the front to recompute."""
     n = q.sizes[NUM_RUNNING]
@@ -179,7 +181,7 @@ def preempt(ints, p, q, i):
     push_waiting(q.waiting, q.sizes, i, True)
 
 
-@inline_kernel
+@kernel
 def drop_finished(ints, running, sizes):
     """`QueuePolicy.update_from_output`: keep only the running requests still running."""
     kept = 0
