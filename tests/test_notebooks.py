@@ -1,0 +1,78 @@
+"""The notebooks: committed clean (no outputs, a `parameters` cell with FAST), and each one
+runs top to bottom with `REFIMPL_FAST=1` in a fresh kernel, as a learner would run it.
+
+Execution uses nbclient in-process (it comes with nbmake, in the `test` extra) with the current
+Python's `python3` kernel (ipykernel); it skips cleanly where those are not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
+TIMEOUT_S = 300  # per cell: a cold Numba cache compiles the kernels on first use
+
+
+def _ids(paths: list[Path]) -> list[str]:
+    return [p.stem for p in paths]
+
+
+def test_there_are_notebooks():
+    assert len(NOTEBOOKS) >= 1, f"expected the walkthroughs in {NOTEBOOKS_DIR}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_notebook_is_committed_without_outputs(path):
+    notebook = json.loads(path.read_text())
+    for i, cell in enumerate(notebook["cells"]):
+        if cell["cell_type"] == "code":
+            assert cell.get("outputs") == [], f"cell {i} has outputs: clear them before committing"
+            assert cell.get("execution_count") is None, f"cell {i} has an execution count"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_notebook_opens_with_a_parameters_cell(path):
+    cells = json.loads(path.read_text())["cells"]
+    first_code = next(cell for cell in cells if cell["cell_type"] == "code")
+    assert "parameters" in first_code.get("metadata", {}).get("tags", [])
+    source = "".join(first_code["source"])
+    assert 'FAST = os.environ.get("REFIMPL_FAST") == "1"' in source
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_notebook_imports_only_the_public_api(path):
+    cells = json.loads(path.read_text())["cells"]
+    for cell in cells:
+        for line in "".join(cell["source"]).splitlines():
+            if cell["cell_type"] == "code" and "refimpl." in line and "import" in line:
+                module = line.split()[1]
+                assert not any(part.startswith("_") for part in module.split(".")), line
+                assert module.count(".") <= 1, f"import from a documented subpackage: {line}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_notebook_runs_in_fast_mode(path, monkeypatch, tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    pytest.importorskip("ipywidgets")
+    # The kernel inherits this environment: fast sizes, and scratch files
+    # (plots some cells write) in a temporary folder rather than the checkout.
+    monkeypatch.setenv("REFIMPL_FAST", "1")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    notebook = nbformat.read(path, as_version=4)
+    client = nbclient.NotebookClient(
+        notebook, timeout=TIMEOUT_S, kernel_name="python3",
+        resources={"metadata": {"path": str(NOTEBOOKS_DIR)}},
+    )
+    # jupyter_client runs a kernel whose command is plain `python` with sys.executable, so
+    # the kernel sees the same environment (and refimpl) as this test process.
+    assert os.path.exists(sys.executable)
+    client.execute()
