@@ -22,6 +22,7 @@ BAD_SLOT = -3  # out of range, or not a resident request
 DUPLICATE = -4  # the same slot twice in one batch
 NEGATIVE = -5  # a negative token count
 
+
 @kernel
 def append_batch(refcount, free_stack, counters, tables, num_pages_of, lengths, tokens_per_page,
                  states, resident, marks, epoch, slots, num_tokens, max_tokens, dry_run,
@@ -76,8 +77,11 @@ def append_batch(refcount, free_stack, counters, tables, num_pages_of, lengths, 
             cow_out[num_cow, 0] = shared  # the caller copies the page's contents
             cow_out[num_cow, 1] = fresh
             num_cow += 1
-        take_pages(refcount, free_stack, counters, tables, num_pages_of, lengths,
-                   tokens_per_page, slot, grow)
+        if length + grow > num_pages_of[slot] * tpp:  # a fresh page: rare in a decode step
+            take_pages(refcount, free_stack, counters, tables, num_pages_of, lengths,
+                       tokens_per_page, slot, grow)
+        else:  # room in the last page: skip the helper, whose 7 array arguments cost more
+            lengths[slot] = length + grow
     return num_cow
 
 

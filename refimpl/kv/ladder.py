@@ -120,6 +120,7 @@ class PressureLadder:
     page_bytes: int = 1  # bytes of one page, to charge spill transfers
     host_bandwidth_bytes_s: float = 1.0
     history: list[LadderAction] = field(default_factory=list)
+    _holding: bool = field(default=False, repr=False)  # above the first watermark last call
 
     def relieve(
         self,
@@ -135,8 +136,11 @@ class PressureLadder:
         def pressure() -> float:
             return (pool.num_used_pages + need_pages) / pool.num_pages
 
-        if pressure() > cfg.queue_new_above:
+        # Holding new requests is a state, recorded when it starts, not at every call.
+        holding = pressure() > cfg.queue_new_above
+        if holding and not self._holding:
             actions.append(LadderAction(LadderStep.QUEUE_NEW, None, now_s, pressure(), 0))
+        self._holding = holding
         resident = [c for c in candidates if c.request_id in pool
                     and pool.state(c.request_id) is RequestState.RESIDENT]
         capped = [c for c in resident if c.priority >= cfg.low_priority

@@ -21,9 +21,11 @@ class StepPlan:
     decode: tuple[Request, ...] = ()
     prefill: tuple[tuple[Request, int], ...] = ()  # (request, tokens computed this step)
     kernels: tuple[str, ...] = ()  # kernel candidates chosen for the step, if the policy picks
+    finish: tuple[tuple[Request, str], ...] = ()  # requests the policy ends now, with a reason
+    extra_s: float = 0.0  # time the step spends besides computing (KV spills and restores)
 
     def __bool__(self) -> bool:
-        return bool(self.decode or self.prefill)
+        return bool(self.decode or self.prefill or self.finish or self.extra_s)
 
     @property
     def num_tokens(self) -> int:

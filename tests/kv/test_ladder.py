@@ -140,3 +140,17 @@ def test_spilled_or_unknown_candidates_are_left_alone():
 def test_bad_ladder_configs_are_rejected(field, kwargs):
     with pytest.raises(ConfigError, match=field):
         LadderConfig(**kwargs)
+
+
+def test_holding_new_requests_is_recorded_once_per_episode():
+    pool = PagePool(100, PAGE)
+    candidates = fill(pool, [(1, 87 * PAGE, 2, 1.0, 0.0)])
+    ladder = PressureLadder()
+    for now_s in (1.0, 2.0, 3.0):
+        ladder.relieve(pool, candidates, now_s)
+    pool.free(1)
+    ladder.relieve(pool, [], 4.0)
+    pool.allocate(2, 90 * PAGE)
+    ladder.relieve(pool, [], 5.0)
+    assert [(a.step, a.time_s) for a in ladder.history] == [
+        (LadderStep.QUEUE_NEW, 1.0), (LadderStep.QUEUE_NEW, 5.0)]

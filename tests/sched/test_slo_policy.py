@@ -142,3 +142,34 @@ def test_bad_parameters_are_refused():
     policy = SLOPolicy()
     with pytest.raises(ConfigError, match="step_model=None"):
         policy.bind(KVManager(PagePool(4, 4)))
+
+
+def _crowded_run(priorities):
+    """12 requests wanting ~2,200 pages of a 700-page pool (300 more in the CPU tier)."""
+    model = ModelConfig.preset("llama-3-8b")
+    step_model = RooflineStepModel(model, HardwareSpec.preset("h100-sxm"))
+    pool = PagePool(700, 16, max_context=model.max_context, cpu_tier_pages=300)
+    policy = make_policy("slo")
+    engine = Engine(policy, SimulatedExecutor(step_model), KVManager(pool), model)
+    batch = SLO.preset("batch")
+    requests = [Request(i, 0.001 * i, 2500 if i % 2 else 400, 400, priority=priorities[i % 2],
+                        slo=batch) for i in range(12)]
+    run = engine.run(requests)
+    assert set(run.requests.status) == {"finished"}  # every request ends ...
+    assert pool.num_free_pages == pool.num_pages  # ... no page leaks, nothing left spilled
+    assert pool.stats().num_spilled_pages == 0 and not policy.pressure.spilled
+    return run, {str(action.step) for action in policy.pressure.ladder.history}
+
+
+def test_the_ladder_caps_low_priority_long_requests_first():
+    run, steps = _crowded_run(priorities=(0, 1))
+    assert "length_capped" in steps
+    capped = run.requests.reason == "length_capped"
+    assert capped.any() and set(run.requests.priority[capped]) == {1}  # low priority only
+    assert set(run.requests.prompt_tokens[capped]) == {2500}  # the long ones
+
+
+def test_with_nothing_to_cap_the_ladder_quantizes_and_spills():
+    run, steps = _crowded_run(priorities=(0, 0))
+    assert "length_capped" not in steps and "quantize" in steps
+    assert set(run.requests.reason) == {"completed"}

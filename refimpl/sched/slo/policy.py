@@ -19,9 +19,11 @@ One engine step is one scheduling tick (seed section 6):
    decode backlog shrink `C`; loose slack grows it.
 4. **Kernels.** With a cost table, each decode micro-batch (one per bucket) and the prefill
    chunk get the fastest candidate within the SRAM budget; the names go into the plan.
-5. **Pressure.** Above the KV watermark no new prompt starts (the ladder's first rung); when
-   urgent decodes lack pages, the least important running request (largest priority number,
-   then latest arrival) is preempted to recompute later.
+5. **Pressure.** Above the KV watermark no new prompt starts (the ladder's first rung); past
+   the higher rungs the seed's ladder caps low-priority long requests, quantizes pages, spills
+   requests to the CPU tier (transfers charged to the step) and last preempts
+   (`refimpl.sched.slo.pressure`); when urgent decodes still lack pages, the least important
+   decoding request (largest priority number, then latest arrival) is preempted.
 """
 
 from __future__ import annotations
@@ -33,15 +35,21 @@ import numpy as np
 from refimpl.config._validate import positive_int, positive_real
 from refimpl.costmodel.step import StepTimeModel
 from refimpl.errors import ConfigError
+from refimpl.kv.ladder import LadderConfig
 from refimpl.kv.manager import KVManager
 from refimpl.sched.plan import StepPlan
 from refimpl.sched.request import Request, RequestStatus
 from refimpl.sched.slo.knapsack import VALUE_PER_TIME, select_decode_batch, tick_inputs
+from refimpl.sched.slo.pressure import PressureResponse, Relief
 from refimpl.sched.slo.queues import DecodeSet, PrefillQueue
 
 __all__ = ["SLOPolicy"]
 
 MAX_HEADS = 64  # prompts a tick looks at in the prefill queue
+# The ladder's thresholds for the slo policy: new prompts stop at 85% (the seed's watermark),
+# low-priority long requests are capped from 90%, pages are quantized from 93%, spilled from
+# 96%, and requests preempted only past 99%.
+LADDER = LadderConfig()
 
 
 class SLOPolicy:
@@ -54,7 +62,8 @@ class SLOPolicy:
                  max_tick_s: float = 0.25, min_chunk: int = 64, max_chunk: int = 8192,
                  horizon_ticks: float = 2.0, first_bucket_tokens: int = 512,
                  value_mode: int = VALUE_PER_TIME, lateness_scale_s: float = 0.05,
-                 kv_watermark: float = 0.85, cost_table=None) -> None:
+                 kv_watermark: float = 0.85, cost_table=None,
+                 ladder: LadderConfig | None = LADDER) -> None:
         positive_int("max_batch", max_batch)
         positive_int("min_chunk", min_chunk)
         positive_int("max_chunk", max_chunk)
@@ -71,6 +80,8 @@ class SLOPolicy:
         self.first_bucket_tokens, self.value_mode = first_bucket_tokens, value_mode
         self.lateness_scale_s, self.kv_watermark = lateness_scale_s, kv_watermark
         self.cost_table = cost_table
+        self.ladder_config = ladder  # None: no ladder, only preemption when pages run out
+        self.pressure: PressureResponse | None = None
         self.prefill = PrefillQueue()
         self.decode = DecodeSet()
         self.kv: KVManager | None = None
@@ -86,6 +97,12 @@ class SLOPolicy:
             raise ConfigError("step_model", None, "the slo policy plans with the cost model")
         self.kv, self.model = kv, step_model
         self.cost_table = cost_table if cost_table is not None else self.cost_table
+        model, hardware = getattr(step_model, "model", None), getattr(step_model, "hardware",
+                                                                      None)
+        if self.ladder_config is not None and model is not None and hardware is not None:
+            self.pressure = PressureResponse(self.ladder_config,
+                                             model.kv_bytes_per_token() * kv.page_size,
+                                             hardware.host_bandwidth_bytes_s)
         probe = 4096  # context at which the per-request decode cost is linearised
         one = step_model.step_time_parts(0, 0, 1, probe)
         self._c_kv_s = (step_model.step_time_parts(0, 0, 1, 2 * probe) - one) / probe
@@ -120,6 +137,7 @@ class SLOPolicy:
     # ---- the tick ----------------------------------------------------------------------------
     def schedule(self, now_s: float) -> StepPlan:
         """Plan one tick."""
+        relief = self._relieve_pressure(now_s)
         decode = self.decode
         waiting = len(self.prefill) > 0
         est_s, buckets, kv_need, tick_s, urgent_s = tick_inputs(
@@ -127,8 +145,9 @@ class SLOPolicy:
             self.max_tick_s, self.horizon_ticks, self._c_seq_s, self._c_kv_s,
             self.kv.page_size, self.first_bucket_tokens)
         reserve_s = self._prefill_time(self.min_chunk) if waiting else 0.0
-        # Urgent decodes are never squeezed out: the tick stretches to hold them all.
-        budget_s = max(tick_s, self._base_s + urgent_s + reserve_s)
+        # Urgent decodes are never squeezed out: the tick stretches to hold them all (with a
+        # hair of slack, so that summing their times in another order cannot drop the last).
+        budget_s = max(tick_s, self._base_s + urgent_s * (1 + 1e-9) + reserve_s)
         slots, decode_pages = self._choose_decodes(now_s, tick_s, est_s, buckets, kv_need,
                                                    budget_s - reserve_s - self._base_s)
         contexts = decode.context[slots] + 1  # each reads its cache and its newest token
@@ -140,7 +159,25 @@ class SLOPolicy:
             return self.schedule(now_s)  # the pool was full of half-done prompts: retry
         self.last_budget_s = budget_s
         kernels = self._kernels(buckets[slots], contexts, chunks)
-        return StepPlan(tuple(chosen), tuple(chunks), kernels)
+        return StepPlan(tuple(chosen), tuple(chunks), kernels, tuple(relief.finish),
+                        relief.transfer_s)
+
+    def _relieve_pressure(self, now_s: float) -> Relief:
+        """Run the ladder (if any) and move the requests it touched between the queues."""
+        if self.pressure is None:
+            return Relief()
+        relief = self.pressure.relieve(self.kv, self.decode, now_s)
+        for request, _ in relief.finish:
+            self.decode.remove(request)
+        for request in relief.preempted:
+            self.decode.remove(request)
+            self._requeue(request)
+        for request in self.pressure.spilled:
+            if request in self.decode:
+                self.decode.remove(request)  # cannot decode from the CPU tier
+        for request in relief.restored:
+            self.decode.add(request)
+        return relief
 
     def _choose_decodes(self, now_s: float, tick_s: float, est_s: np.ndarray,
                         buckets: np.ndarray, kv_need: np.ndarray, window_s: float
@@ -255,7 +292,7 @@ class SLOPolicy:
 
     def _requeue(self, request: Request) -> None:
         """Drop a request's KV and queue it to recompute (preemption by recomputation)."""
-        self.kv.free(request)
+        self.kv.free(request)  # (a no-op when the ladder already freed its pages)
         request.num_computed = 0
         request.num_preemptions += 1
         request.status = RequestStatus.WAITING
