@@ -21,7 +21,8 @@ def simulate_policies(args: argparse.Namespace, policies: list[str]) -> dict[str
     show = sys.stderr.isatty()
     return {
         name: simulate(workload, name, model=args.model, hardware=args.hardware,
-                       seed=args.seed, progress=ProgressBar(f"{name:<14}") if show else None)
+                       seed=args.seed, progress=ProgressBar(f"{name:<14}") if show else None,
+                       admission=getattr(args, "admission", None))  # `demo`: the default
         for name in policies
     }
 

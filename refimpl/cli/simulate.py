@@ -17,6 +17,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "policy; step times come from the cost model (analytic for spec-sheet GPUs).")
     add_workload_options(parser, model="llama-3-8b", hardware="h100-sxm", num_requests=None)
     add_policy_option(parser, default="slo")
+    parser.add_argument("--admission", action=argparse.BooleanOptionalAction, default=None,
+                        help="admission control: accept, queue, degrade or reject each arrival "
+                        "by predicted TTFT/TPOT p95 and KV peak (default: on for slo only)")
     parser.set_defaults(run=run)
 
 

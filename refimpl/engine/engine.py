@@ -4,7 +4,10 @@ One loop for both clocks (Vidur's discrete-event core, nano-vllm's plan/run/comm
 clock is virtual: it jumps to the next arrival when nothing can run, and advances by each
 step's duration otherwise. Requests that arrive while a step runs wait for the next step.
 Every request ends finished or rejected with a reason, and every KV page is back in the pool
-when `run` returns; `run` checks both before returning.
+when `run` returns; `run` checks both before returning. With an admission controller
+(refimpl.admission), each arrival is accepted, queued, degraded or rejected before the policy
+sees it, queued ones are decided again before every step, and the controller's time counts in
+the step's decision time.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from refimpl.admission import Action, AdmissionController, Decision
 from refimpl.config.model import ModelConfig
 from refimpl.engine.executor import Executor
 from refimpl.kv.manager import KVManager
@@ -42,12 +46,17 @@ class Engine:
     """Drives a policy and an executor over a stream of requests."""
 
     def __init__(self, policy: Policy, executor: Executor, kv: KVManager,
-                 model: ModelConfig, cost_table=None) -> None:
+                 model: ModelConfig, cost_table=None,
+                 admission: AdmissionController | None = None) -> None:
         self.policy = policy
+        self.admission = admission
         self.executor = executor
         self.kv = kv
         self.model = model
         policy.bind(kv, getattr(executor, "step_model", None), cost_table)
+        if admission is not None:
+            admission.bind(kv, executor.step_model)
+        self._admission_s = 0.0  # the controller's wall time since the last step
         self._steps: dict[str, list] = {name: [] for name in _STEP_FIELDS}
         self._kernel_usage: Counter[str] = Counter()  # candidate name -> plans naming it
 
@@ -60,20 +69,26 @@ class Engine:
             while next_arrival < len(pending) and pending[next_arrival].arrival_s <= now:
                 num_ended += self._arrive(pending[next_arrival], now)
                 next_arrival += 1
+            if self.admission is not None and self.admission.queue:
+                num_ended += self._poll_admission(now)
             started = time.perf_counter()
             plan = self.policy.schedule(now)
-            decision_s = time.perf_counter() - started
+            decision_s = time.perf_counter() - started + self._admission_s
+            self._admission_s = 0.0
             if not plan:
                 if next_arrival < len(pending):
                     now = max(now, pending[next_arrival].arrival_s)
                     continue
                 self._reject_stranded(pending, now)
                 break
+            ended = [self._end(request, reason, now) for request, reason in plan.finish]
             self.kv.grow([*plan.decode, *(r for r, _ in plan.prefill)],
                          [1] * len(plan.decode) + [t for _, t in plan.prefill])
-            duration_s = self.executor.execute(plan)
-            finished = self._commit(plan, now, now + duration_s)
+            duration_s = self.executor.execute(plan) + plan.extra_s
+            finished = [*ended, *self._commit(plan, now, now + duration_s)]
             self.policy.update_from_output(plan, finished, now + duration_s)
+            if self.admission is not None:
+                self.admission.observe(plan, finished)
             self._record_step(plan, now, duration_s, decision_s)
             now += duration_s
             num_ended += len(finished)
@@ -84,6 +99,7 @@ class Engine:
             **{name: np.asarray(values, dtype=_STEP_FIELDS[name])
                for name, values in self._steps.items()},
             kv_total_pages=self.kv.pool.num_pages, kernel_usage=dict(self._kernel_usage),
+            admission_counts=dict(self.admission.counts) if self.admission else {},
         ))
 
     def _arrive(self, request: Request, now: float) -> int:
@@ -93,7 +109,27 @@ class Engine:
             return self._reject(request, "exceeds_context", request.arrival_s)
         if self.kv.pages_for_tokens(total) > self.kv.pool.num_pages:
             return self._reject(request, "exceeds_kv_capacity", request.arrival_s)
-        self.policy.add_request(request, now)
+        if self.admission is None:
+            self.policy.add_request(request, now)
+            return 0
+        started = time.perf_counter()
+        decision = self.admission.admit(request, now)
+        self._admission_s += time.perf_counter() - started
+        return self._apply(request, decision, now)
+
+    def _poll_admission(self, now: float) -> int:
+        """Decide again on the queued requests; returns how many were rejected."""
+        started = time.perf_counter()
+        leaving = self.admission.poll(now)
+        self._admission_s += time.perf_counter() - started
+        return sum(self._apply(request, decision, now) for request, decision in leaving)
+
+    def _apply(self, request: Request, decision: Decision, now: float) -> int:
+        """Carry out an admission decision; returns 1 if it rejected the request."""
+        if decision.action is Action.REJECT:
+            return self._reject(request, decision.reason, now)
+        if decision.action is not Action.QUEUE:  # accepted, maybe degraded
+            self.policy.add_request(request, now)
         return 0
 
     def _reject(self, request: Request, reason: str, now: float) -> int:
@@ -102,6 +138,14 @@ class Engine:
         request.finish_s = now
         self.kv.free(request)
         return 1
+
+    def _end(self, request: Request, reason: str, now: float) -> Request:
+        """Finish a request the policy ends early (e.g. `length_capped`), its output kept."""
+        request.status = RequestStatus.FINISHED
+        request.finish_reason = reason
+        request.finish_s = now
+        self.kv.free(request)
+        return request
 
     def _commit(self, plan: StepPlan, start_s: float, end_s: float) -> list[Request]:
         """Count the computed tokens; emit output tokens at `end_s`; finish completed requests."""
@@ -118,7 +162,7 @@ class Engine:
             request.last_token_s = end_s
             if request.num_generated >= request.max_new_tokens:
                 request.status = RequestStatus.FINISHED
-                request.finish_reason = "completed"
+                request.finish_reason = request.extra.get("finish_reason", "completed")
                 request.finish_s = end_s
                 self.kv.free(request)
                 finished.append(request)
@@ -133,7 +177,8 @@ class Engine:
         steps["num_prefill_tokens"].append(sum(t for _, t in plan.prefill))
         steps["num_prefill_chunks"].append(len(plan.prefill))
         steps["kv_used_pages"].append(self.kv.pool.num_used_pages)
-        steps["num_waiting"].append(self.policy.num_waiting())
+        queued = self.admission.num_queued() if self.admission is not None else 0
+        steps["num_waiting"].append(self.policy.num_waiting() + queued)
         steps["decision_s"].append(decision_s)
         self._kernel_usage.update(plan.kernels)
 

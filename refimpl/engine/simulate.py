@@ -3,7 +3,8 @@
 The researcher's entry point: a workload (synthetic name, trace path or `Workload`), a policy
 (name, class or instance), a model and hardware preset; back come per-request and per-step
 records and their summary. The KV pool gets the memory left after the weights, at vLLM's
-default `gpu_memory_utilization` of 0.9, in pages of 16 tokens.
+default `gpu_memory_utilization` of 0.9, in pages of 16 tokens. Admission control
+(refimpl.admission) is on by default for `slo` and off for the baselines; any can have it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import functools
 import time
 from dataclasses import dataclass, field
 
+from refimpl.admission import AdmissionController
 from refimpl.config import HardwareSpec, ModelConfig, dtype_bytes
 from refimpl.costmodel.step import StepTimeModel, step_time_model
 from refimpl.engine.engine import Engine, Progress
@@ -99,12 +101,15 @@ ENGINES = ("auto", "python", "compiled")
 
 
 def _engine_class(engine: str, by_name: bool, policy: Policy,
-                  executor: SimulatedExecutor) -> type:
+                  executor: SimulatedExecutor, admission: AdmissionController | None) -> type:
     """`Engine` or `CompiledEngine`, for `simulate`'s `engine` option."""
     if engine not in ENGINES:
         raise ConfigError("engine", engine, "unknown engine", choices=ENGINES)
-    if engine == "python":
-        return Engine
+    if engine == "compiled" and admission is not None:
+        raise ConfigError("admission", admission, "the compiled engine has no admission "
+                          "control: use engine='python' or 'auto'")
+    if engine == "python" or admission is not None:
+        return Engine  # the compiled engine has no admission control
     from refimpl.engine.compiled import CompiledEngine, supports  # imports Numba
 
     if engine == "auto" and not (by_name and supports(policy, executor)):
@@ -126,12 +131,15 @@ def simulate(
     policy_params: dict | None = None,
     progress: Progress | None = None,
     engine: str = "auto",
+    admission: bool | AdmissionController | None = None,
 ) -> SimulationResult:
     """Serve `workload` with `policy` on a simulated clock; deterministic for a given seed.
 
     `engine` is "python" (`Engine`), "compiled" (`CompiledEngine`: the built-in baselines on
     `RooflineStepModel`, a whole trace in seconds) or "auto": compiled when `policy` names a
     baseline and the step model is the roofline, else Python. Both give the same records.
+    `admission` is True (a default `AdmissionController`), False, a controller, or None: on
+    for `slo`, off otherwise.
     """
     model = model if isinstance(model, ModelConfig) else ModelConfig.preset(model)
     hardware = hardware if isinstance(hardware, HardwareSpec) else HardwareSpec.preset(hardware)
@@ -141,9 +149,14 @@ def simulate(
     step_model = step_model or step_time_model(model, hardware)
     pool = kv_pool_for(model, hardware, page_size)
     executor = SimulatedExecutor(step_model)
-    engine_class = _engine_class(engine, by_name, policy, executor)
+    if admission is None:
+        admission = policy.name == "slo"
+    if isinstance(admission, bool):
+        admission = AdmissionController() if admission else None
+    engine_class = _engine_class(engine, by_name, policy, executor, admission)
+    extra = {"admission": admission} if admission is not None else {}  # Engine's option only
     runner = engine_class(policy, executor, KVManager(pool), model,
-                          cost_table_for(model, hardware))
+                          cost_table_for(model, hardware), **extra)
     started = time.perf_counter()
     run = runner.run(requests_from_workload(workload), progress)
     settings = {
@@ -151,6 +164,7 @@ def simulate(
         "model": model.name, "hardware": hardware.name, "seed": seed, "page_size": page_size,
         "kv_pages": pool.num_pages, "step_model": type(step_model).__name__,
         "engine": "python" if engine_class is Engine else "compiled",
+        "admission": admission is not None,
     }
     return SimulationResult(policy.name, run.requests, run.steps, settings,
                             time.perf_counter() - started)

@@ -59,10 +59,11 @@ class StepRecords:
     num_prefill_tokens: np.ndarray  # int64: prompt tokens computed, all chunks
     num_prefill_chunks: np.ndarray  # int64: requests with a prefill chunk in the step
     kv_used_pages: np.ndarray  # int64: pages in use after the step
-    num_waiting: np.ndarray  # int64: requests queued, not yet admitted to run
+    num_waiting: np.ndarray  # int64: requests queued (policy and admission), not yet running
     decision_s: np.ndarray  # float64: wall time the policy took to plan the step
     kv_total_pages: int = 0  # pages in the pool
     kernel_usage: dict = field(default_factory=dict)  # kernel candidate name -> steps using it
+    admission_counts: dict = field(default_factory=dict)  # "action[:reason]" -> requests
 
     def __len__(self) -> int:
         return len(self.start_s)

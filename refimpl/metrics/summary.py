@@ -12,7 +12,8 @@ repeated with examples in docs/metrics.md:
   arrived requests (rejected ones count as failures; one token meets TPOT vacuously).
 - goodput: requests meeting both targets / makespan, in requests per second (DistServe).
 - KV use: pages in use after each step / pool pages; mean weighted by step duration, and peak.
-- decision time: the policy's wall time to plan each step, p50/p99/mean over steps.
+- decision time: the policy's (and admission control's) wall time per step, p50/p99/mean.
+- admission: requests by admission decision and reason ("degrade:kv_watermark", ...).
 
 `summarize_by_class` gives the same request figures per SLO class over the whole run's
 makespan, so the classes' throughputs and goodputs add up to the run's.
@@ -128,6 +129,7 @@ def _step_summary(steps: StepRecords | None) -> dict:
         "decision_mean_s": float(np.mean(steps.decision_s)),
         "decision_total_s": float(np.sum(steps.decision_s)),
         "kernel_usage": dict(sorted(steps.kernel_usage.items())),
+        "admission_by_decision": dict(sorted(steps.admission_counts.items())),
     }
     return summary
 
@@ -137,4 +139,5 @@ _STEP_KEYS = (
     "num_steps", "busy_s", "decode_batch_mean", "prefill_tokens_per_step_mean", "waiting_peak",
     "kv_total_pages", "kv_peak_pages", "kv_util_mean", "kv_util_peak", "decision_p50_s",
     "decision_p99_s", "decision_mean_s", "decision_total_s", "kernel_usage",
+    "admission_by_decision",
 )
