@@ -70,6 +70,7 @@ class AdmissionConfig:
     low_priority: int = 1  # priority numbers from here on are low priority
     long_context_tokens: int = 2048  # prompt + output from which a request is long-context
     min_capped_tokens: int = 16  # a cap shorter than this rejects instead of degrading
+    ttft_headroom: float = 0.8  # accept while the predicted TTFT p95 is within this share
     low_priority_margin: float = 0.8  # low priority must fit within this share of a target
     max_queue: int = 64  # requests the admission queue holds
     queue_wait_fraction: float = 0.5  # longest wait in the queue, as a share of the TTFT target
@@ -79,7 +80,8 @@ class AdmissionConfig:
     output_known: bool = True  # max_new_tokens is the real output (else: predicted)
 
     def __post_init__(self) -> None:
-        for name in ("kv_watermark", "low_priority_margin", "queue_wait_fraction"):
+        for name in ("kv_watermark", "ttft_headroom", "low_priority_margin",
+                     "queue_wait_fraction"):
             positive_real(name, getattr(self, name))
         if self.kv_watermark > 1:
             raise ConfigError("kv_watermark", self.kv_watermark, "is a fraction of the pool")
@@ -97,7 +99,6 @@ class AdmissionController:
         self.kv: KVManager | None = None
         self.queue: deque[Request] = deque()  # arrival order: the oldest times out first
         self.counts: Counter[str] = Counter()  # "action" or "action:reason" -> requests
-        self._tpot_targets: Counter[float] = Counter()  # TPOT target -> decoding-bound requests
 
     def bind(self, kv: KVManager, step_model: StepTimeModel) -> None:
         """Attach the KV cache and the cost model (the engine does, once)."""
@@ -123,14 +124,14 @@ class AdmissionController:
         # Queueing helps only while admitted requests run and will free pages or batch slots,
         # and only high priority waits: under pressure low priority gives way at once.
         waits = Action.QUEUE if self.predictor.num_admitted > 0 and not is_low else Action.REJECT
-        if p.ttft_p95_s > margin * request.slo.ttft_s:
+        if p.ttft_p95_s > c.ttft_headroom * margin * request.slo.ttft_s:
             return Decision(Action.REJECT, "ttft_p95")
         if reserved + p.kv_peak_pages > num_pages:
             return Decision(waits, "kv_watermark")
         if (reserved + p.kv_peak_pages > c.kv_watermark * num_pages and is_low
                 and request.prompt_tokens + p.output_tokens >= c.long_context_tokens):
             return self._capped(request, p, int(c.kv_watermark * num_pages) - reserved)
-        if p.tpot_p95_s > margin * self._tightest_tpot_s(request):
+        if p.tpot_p95_s > self.predictor.tightest_tpot_s(request):
             return Decision(waits, "tpot_p95")
         return Decision(Action.ACCEPT)
 
@@ -142,10 +143,6 @@ class AdmissionController:
             return Decision(Action.REJECT, "kv_watermark")
         return Decision(Action.DEGRADE, "kv_watermark", cap)
 
-    def _tightest_tpot_s(self, request: Request) -> float:
-        """The smallest TPOT target among admitted requests and this one (few classes)."""
-        return min((request.slo.tpot_s, *self._tpot_targets))
-
     # ---- committing --------------------------------------------------------------------------
     def admit(self, request: Request, now_s: float) -> Decision:
         """Decide on an arrival and commit it; a QUEUE decision leaves it in the queue (or,
@@ -155,6 +152,7 @@ class AdmissionController:
             decision = Decision(Action.REJECT, "queue_full")
         if decision.action is Action.QUEUE:
             self.queue.append(request)
+            self.predictor.on_queue(request, 1)
         self._commit(request, decision, now_s)
         return decision
 
@@ -162,12 +160,14 @@ class AdmissionController:
         """Decide again on every queued request; those that leave the queue, with why."""
         leaving = []
         for request in list(self.queue):
+            self.predictor.on_queue(request, -1)  # not ahead of itself
             decision = self.decide(request, now_s)
             waited_s = now_s - request.arrival_s
             if (decision.action is Action.QUEUE
                     and waited_s > self.config.queue_wait_fraction * request.slo.ttft_s):
                 decision = Decision(Action.REJECT, "queue_timeout")
             if decision.action is Action.QUEUE:
+                self.predictor.on_queue(request, 1)
                 continue
             self.queue.remove(request)
             self._commit(request, decision, now_s)
@@ -184,13 +184,7 @@ class AdmissionController:
             request.max_new_tokens = decision.max_new_tokens
         if decision.action in (Action.ACCEPT, Action.DEGRADE):
             self.predictor.on_admit(request, self.predictor.predict(request, now_s))
-            self._tpot_targets[request.slo.tpot_s] += 1
 
-    def observe(self, plan: StepPlan, finished: Sequence[Request]) -> None:
-        """Learn from a committed step (the engine calls it after each)."""
-        self.predictor.observe(plan, finished)
-        for request in finished:
-            target = request.slo.tpot_s
-            self._tpot_targets[target] -= 1
-            if self._tpot_targets[target] <= 0:
-                del self._tpot_targets[target]
+    def observe(self, plan: StepPlan, finished: Sequence[Request], duration_s: float) -> None:
+        """Learn from a committed step of `duration_s` (the engine calls it after each)."""
+        self.predictor.observe(plan, finished, duration_s)

@@ -2,12 +2,16 @@
 decode time with it in the batch, its KV peak, and rolling-window p95 predictions of both.
 
 The seed's section 5 estimates, per new request i:
-- `prefill_time(p_i)` at the current backlog: the prompt tokens already admitted and not yet
-  computed of the classes whose TTFT target is no looser than its own (under earliest-deadline
-  order those were due first; looser classes arrived earlier are usually due later), plus its
-  own prompt, drained
-  in steps of `chunk_tokens` prompt tokens that also carry the current decode batch, timed by
-  the cost model: `ceil-free (ahead + p_i) / C * step(C, pairs(C), B, ctx)`;
+- `prefill_time(p_i)` at the current backlog: `ahead` = the prompt tokens admitted and not
+  yet computed, and those in the admission queue (they arrived earlier: once accepted they
+  are due first), of the classes whose TTFT target is no looser than its own (earliest
+  deadline first runs those first), plus its own prompt, drained in steps of `C =
+  chunk_tokens` prompt tokens that each also decode the batch, which grows as the `n` requests
+  ahead finish their prompts: `drain = (ahead + p_i) / C * step(C, pairs(C), B + n/2,
+  ctx + ahead/2)`. Where the last `window` steps that left prompts waiting (the machine
+  drained at full speed, decodes interleaved as the policy chose) drained slower than that,
+  their measured rate is used instead: how much prompt work fits between decode deadlines
+  is the policy's choice, which no static model knows;
 - `per_token_decode_time(B + 1, ctx + p_i + g_i / 2)`: one step of the decode batch with the
   newcomer at its mean context, plus a prompt chunk while prompts are waiting;
 - `KV_peak = kv_bytes(p_i + g_i)`, with `g_i` its `max_new_tokens` or, when outputs are not
@@ -25,6 +29,7 @@ ratio: at light load the error is a step or two, which a ratio would blow up at 
 from __future__ import annotations
 
 import math
+from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -61,14 +66,19 @@ class LoadPredictor:
         self.output_known = output_known
         self.default_output_tokens = default_output_tokens  # g_i before any output is seen
         self.ttft_residual_s = RollingWindow(window)
-        self.tpot_residual_s = RollingWindow(window)
+        self.tpot_ratio = RollingWindow(window)  # observed TPOT / the request's TPOT target
         self.output_tokens = RollingWindow(window)
-        self.backlog_tokens: dict[float, int] = {}  # TTFT target -> admitted uncomputed prompt
+        # TTFT target -> [prompt tokens, requests]: admitted and not computed, or queued
+        self.backlog: dict[float, list[int]] = {}
+        self.queued: dict[float, list[int]] = {}
         self.reserved_pages = 0  # KV peaks of admitted, unfinished requests
         self.decode_context_tokens = 0  # context of the requests past their first token
+        self._drain: deque[tuple[int, float]] = deque(maxlen=window)  # (tokens, s) per step
+        self._drain_tokens, self._drain_s = 0, 0.0  # sums over `_drain`
         self._pending: dict[int, int] = {}  # request id -> its prompt tokens not yet computed
         self._decoding: set[int] = set()
-        self._admitted: dict[int, tuple[float, float, int]] = {}  # id -> (ttft, tpot, pages)
+        self._admitted: dict[int, tuple[float, int]] = {}  # id -> (predicted ttft, pages)
+        self._tpot_targets: Counter[float] = Counter()  # TPOT target -> admitted requests
 
     # ---- the estimates -----------------------------------------------------------------------
     def expected_output_tokens(self, request: Request) -> int:
@@ -84,24 +94,37 @@ class LoadPredictor:
         step = self.step_model.step_time_parts
         output = self.expected_output_tokens(request)
         batch, context = len(self._decoding), self.decode_context_tokens
-        ahead = sum(t for target_s, t in self.backlog_tokens.items()
-                    if target_s <= request.slo.ttft_s)
+        ahead = num_ahead = 0
+        for target_s, (more_tokens, more_requests) in (*self.backlog.items(),
+                                                       *self.queued.items()):
+            if target_s <= request.slo.ttft_s:
+                ahead, num_ahead = ahead + more_tokens, num_ahead + more_requests
         tokens = ahead + request.prompt_tokens
         chunk = min(self.chunk_tokens, tokens)
-        # every step drains one chunk and decodes the batch once
-        drain_s = tokens / chunk * step(chunk, _pairs(chunk), batch, context)
+        # Each step drains a chunk and decodes the batch once; the requests ahead join the
+        # batch as their prompts complete: on average half of them, with half their prompts.
+        drain_s = tokens / chunk * step(chunk, _pairs(chunk), batch + num_ahead // 2,
+                                        context + ahead // 2)
+        if len(self._drain) >= self.min_observations and self._drain_tokens > 0:
+            drain_s = max(drain_s, tokens * self._drain_s / self._drain_tokens)
         ttft_s = max(now_s - request.arrival_s, 0.0) + drain_s
         mixed = min(self.chunk_tokens, ahead)  # a prompt chunk rides along while prompts wait
+        without_s = step(mixed, _pairs(mixed), batch, context)
         tpot_s = step(mixed, _pairs(mixed), batch + 1,
                       context + request.prompt_tokens + output // 2 + 1)
-        return Prediction(
-            ttft_s, tpot_s, ttft_s + self._residual(self.ttft_residual_s),
-            tpot_s + self._residual(self.tpot_residual_s), output,
-            self.kv.pages_for_tokens(request.prompt_tokens + output))
+        ttft_p95_s = ttft_s
+        if len(self.ttft_residual_s) >= self.min_observations:
+            ttft_p95_s += self.ttft_residual_s.percentile(95)
+        tpot_p95_s = tpot_s
+        if len(self.tpot_ratio) >= self.min_observations:
+            tpot_p95_s = (self.tpot_ratio.percentile(95) * self.tightest_tpot_s(request)
+                          + tpot_s - without_s)
+        return Prediction(ttft_s, tpot_s, ttft_p95_s, tpot_p95_s, output,
+                          self.kv.pages_for_tokens(request.prompt_tokens + output))
 
-    def _residual(self, window: RollingWindow) -> float:
-        """p95 of the model's recent error; 0 until the window holds enough observations."""
-        return window.percentile(95) if len(window) >= self.min_observations else 0.0
+    def tightest_tpot_s(self, request: Request) -> float:
+        """The smallest TPOT target among admitted requests and this one (few classes)."""
+        return min((request.slo.tpot_s, *self._tpot_targets))
 
     # ---- the admitted load -------------------------------------------------------------------
     @property
@@ -109,17 +132,22 @@ class LoadPredictor:
         """Admitted requests not yet finished."""
         return len(self._admitted)
 
+    def on_queue(self, request: Request, sign: int) -> None:
+        """Count a request's prompt into (`sign` 1) or out of (-1) the admission queue."""
+        _count(self.queued, request.slo.ttft_s, sign * request.prompt_tokens, sign)
+
     def on_admit(self, request: Request, prediction: Prediction) -> None:
         """Count an admitted request's prompt, KV peak and predictions."""
-        target_s = request.slo.ttft_s
-        self.backlog_tokens[target_s] = self.backlog_tokens.get(target_s, 0) + request.prompt_tokens
+        _count(self.backlog, request.slo.ttft_s, request.prompt_tokens, 1)
         self._pending[request.request_id] = request.prompt_tokens
         self.reserved_pages += prediction.kv_peak_pages
-        self._admitted[request.request_id] = (prediction.ttft_s, prediction.tpot_s,
-                                              prediction.kv_peak_pages)
+        self._admitted[request.request_id] = (prediction.ttft_s, prediction.kv_peak_pages)
+        self._tpot_targets[request.slo.tpot_s] += 1
 
-    def observe(self, plan: StepPlan, finished: Sequence[Request]) -> None:
-        """Learn from a committed step: prompt tokens computed, first tokens, finished requests.
+    def observe(self, plan: StepPlan, finished: Sequence[Request],
+                duration_s: float) -> list[Request]:
+        """Learn from a committed step: prompt tokens computed, first tokens, ended requests
+        (finished, or ended by the plan); returns the admitted ones that ended.
 
         Work the step repeated after a preemption is not counted against the backlog (it was
         never added): the residuals absorb it.
@@ -133,30 +161,56 @@ class LoadPredictor:
             if left:
                 done = min(left, tokens)
                 self._pending[key] = left - done
-                self.backlog_tokens[request.slo.ttft_s] -= done
+                _count(self.backlog, request.slo.ttft_s, -done, -1 if done == left else 0)
             if request.num_generated == 1 and key in self._admitted and key not in self._decoding:
                 self.ttft_residual_s.add(request.first_token_s - request.arrival_s
                                          - self._admitted[key][0])
                 if not request.is_finished:
                     self._decoding.add(key)
                     self.decode_context_tokens += request.num_tokens
-        for request in finished:
-            self._finish(request)
+        if any(tokens for tokens, _ in self.backlog.values()):  # prompts wait: full speed
+            self._add_drain(sum(t for _, t in plan.prefill), duration_s)
+        ended = [*finished, *(request for request, _ in plan.finish)]
+        return [request for request in ended if self._finish(request)]
 
-    def _finish(self, request: Request) -> None:
+    def _add_drain(self, tokens: int, duration_s: float) -> None:
+        """One saturated step into the measured prefill rate (sums kept, O(1))."""
+        if len(self._drain) == self._drain.maxlen:
+            old_tokens, old_s = self._drain[0]
+            self._drain_tokens -= old_tokens
+            self._drain_s -= old_s
+        self._drain.append((tokens, duration_s))
+        self._drain_tokens += tokens
+        self._drain_s += duration_s
+
+    def _finish(self, request: Request) -> bool:
+        """Forget an ended request (once); whether it was admitted and unfinished."""
         key = request.request_id
         if key not in self._admitted:
-            return
-        _, tpot_s, pages = self._admitted.pop(key)
+            return False
+        _, pages = self._admitted.pop(key)
         self.reserved_pages -= pages
-        self.backlog_tokens[request.slo.ttft_s] -= self._pending.pop(key, 0)
+        self._tpot_targets[request.slo.tpot_s] -= 1
+        if self._tpot_targets[request.slo.tpot_s] <= 0:
+            del self._tpot_targets[request.slo.tpot_s]
+        left = self._pending.pop(key, 0)
+        _count(self.backlog, request.slo.ttft_s, -left, -1 if left else 0)
         if key in self._decoding:
             self._decoding.discard(key)
             self.decode_context_tokens -= request.num_tokens
         self.output_tokens.add(request.num_generated)
         if request.num_generated >= 2:
             observed = (request.finish_s - request.first_token_s) / (request.num_generated - 1)
-            self.tpot_residual_s.add(observed - tpot_s)
+            if math.isfinite(observed):  # a request ended by the plan may have no finish yet
+                self.tpot_ratio.add(observed / request.slo.tpot_s)
+        return True
+
+
+def _count(totals: dict[float, list[int]], target_s: float, tokens: int, requests: int) -> None:
+    """Add `tokens` and `requests` to a class's [tokens, requests] (negative to take away)."""
+    entry = totals.setdefault(target_s, [0, 0])
+    entry[0] += tokens
+    entry[1] += requests
 
 
 def _pairs(chunk_tokens: int) -> int:

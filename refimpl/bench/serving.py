@@ -42,10 +42,11 @@ def base_workload(trace: str, num_requests: int) -> Workload:
     return synthetic(synthetic_name, num_requests=num_requests, seed=0)
 
 
-def attainment(workload: Workload, policy: str, rate: float) -> dict:
-    """SLO attainment and goodput of one policy at one rate."""
-    summary = simulate(scale_to_rate(workload, rate), policy, model=MODEL,
-                       hardware=HARDWARE).summary()
+def attainment(workload: Workload, policy: str, rate: float,
+               admission: bool | None = None) -> dict:
+    """SLO attainment and goodput of one policy at one rate (admission: simulate's default)."""
+    summary = simulate(scale_to_rate(workload, rate), policy, model=MODEL, hardware=HARDWARE,
+                       admission=admission).summary()
     return {"rate": rate, "slo_attainment": summary["slo_attainment"],
             "goodput_req_s": summary["goodput_req_s"]}
 

@@ -17,6 +17,7 @@ SUITES = {
     "sched": "slo policy: decision time per tick at 100 to 10,000 active requests",
     "serving": "SLO attainment, goodput and capacity of slo beside the baselines on traces",
     "costmodel": "cost model: held-out MAPE vs DistServe baseline, look-up cost, profile time",
+    "admission": "overload at 1x-8x capacity: goodput and SLOs of slo with/without admission, vllm",
 }
 
 

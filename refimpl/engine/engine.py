@@ -88,7 +88,7 @@ class Engine:
             finished = [*ended, *self._commit(plan, now, now + duration_s)]
             self.policy.update_from_output(plan, finished, now + duration_s)
             if self.admission is not None:
-                self.admission.observe(plan, finished)
+                self.admission.observe(plan, finished, duration_s)
             self._record_step(plan, now, duration_s, decision_s)
             now += duration_s
             num_ended += len(finished)

@@ -84,3 +84,28 @@ def test_the_cli_turns_admission_off(tmp_path):
     assert main(["simulate", "--num-requests", "20", "--no-admission", "--json",
                  str(path)]) == 0
     assert json.loads(path.read_text())["policies"]["slo"]["admission_by_decision"] == {}
+
+
+def test_the_tpot_p95_is_the_observed_share_of_the_target_plus_the_model_change(predictor):
+    for ratio in (0.5, 0.6, 0.7, 0.8):
+        predictor.tpot_ratio.add(ratio)
+    p = predictor.predict(Request(0, 0.0, 100, 10), 0.0)  # default class: TPOT target 0.1 s
+    assert p.tpot_p95_s == pytest.approx(0.785 * 0.1 + p.tpot_s)  # the batch was empty
+
+
+def test_queued_prompts_count_as_ahead(predictor):
+    newcomer = Request(1, 0.0, 500, 10)
+    before = predictor.predict(newcomer, 0.0).ttft_s
+    predictor.on_queue(Request(0, 0.0, 3000, 10), 1)
+    assert predictor.predict(newcomer, 0.0).ttft_s > before
+
+
+def test_a_slower_measured_drain_rate_replaces_the_model(predictor):
+    from refimpl.sched.plan import StepPlan
+
+    first = Request(0, 0.0, 4000, 10)
+    predictor.on_admit(first, predictor.predict(first, 0.0))
+    for _ in range(3):  # 100 prompt tokens per 10 s step: 10 tokens/s while prompts wait
+        predictor.observe(StepPlan(prefill=((first, 100),)), [], 10.0)
+    newcomer = Request(1, 0.0, 500, 10)
+    assert predictor.predict(newcomer, 0.0).ttft_s == pytest.approx((3700 + 500) / 10)
