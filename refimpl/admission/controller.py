@@ -3,19 +3,23 @@
 For every arrival the controller asks `LoadPredictor` what admitting it would cost and applies
 these rules, first match wins (low-priority means `priority >= low_priority`):
 
-1. TTFT. Predicted TTFT p95 over the request's own TTFT target: reject (`ttft_p95`); waiting
-   cannot bring the first token sooner.
+1. TTFT. Predicted TTFT p95 over `ttft_headroom` (0.8) of the request's own TTFT target:
+   reject (`ttft_p95`); waiting cannot bring the first token sooner. The headroom absorbs
+   what the window has not seen yet (it learns a TTFT only a TTFT later), and costs little
+   goodput under overload: the machine stays busy whatever the depth of the backlog.
 2. KV peak. `projected = (pages reserved by admitted requests + this one's KV peak) / pool`.
    Above 1 the peaks could not coexist: a high-priority request is queued until pages return,
    a low-priority one rejected (`kv_watermark`). Above the watermark (85%) a long-context
    low-priority request is not accepted as it is: its generation is capped to fit under the
    watermark (degrade, it finishes `length_capped`), or, if that leaves under
    `min_capped_tokens`, it is rejected (`kv_watermark`).
-3. TPOT. Predicted TPOT p95 over the tightest TPOT target among the decoding classes and its
+3. TPOT. Predicted TPOT p95 over the tightest TPOT target among the admitted classes and its
    own: a low-priority request is rejected (`tpot_p95`); a high-priority one is queued
    (`tpot_p95`) until the batch shrinks (rejected if nothing admitted is left to shrink).
-Low-priority requests must pass 2 and 3 with `low_priority_margin` of the target (0.8: they
-give way first as pressure rises). A queued request is decided again at every step; it leaves
+Low-priority requests must pass 1 within a further `low_priority_margin` (0.8) of the target,
+so they give way first as the backlog grows (no margin on TPOT: one more sequence changes a
+step by microseconds, and a scheduler that paces decodes to their deadlines keeps observed
+TPOTs near the target by design). A queued request is decided again at every step; it leaves
 with `queue_timeout` after `queue_wait_fraction` of its TTFT target, and an arrival finding the
 queue full (`max_queue`) is rejected (`queue_full`). Requests that cannot fit even alone
 (`exceeds_context`, `exceeds_kv_capacity`) never reach the controller: the engine rejects them.

@@ -17,13 +17,19 @@ The seed's section 5 estimates, per new request i:
 - `KV_peak = kv_bytes(p_i + g_i)`, with `g_i` its `max_new_tokens` or, when outputs are not
   known in advance (`output_known=False`), the rolling p90 of observed output lengths.
 
-The p95 predictions are the cost model's figure plus the rolling p95 of its error: every
-admitted request's prediction is kept, and when its first token (TTFT) or its last (mean TPOT)
-is observed, `observed - predicted` enters a window of the last `window` residuals. So
-`ttft_p95 = model_ttft + p95(residual)`: the model carries the effect of admitting this request
-(its own prompt joins the backlog, its sequence joins the batch), the window carries what the
-model misses (step granularity, the policy's ordering, preemptions). An additive residual, not a
-ratio: at light load the error is a step or two, which a ratio would blow up at heavy load.
+The p95 predictions combine a rolling window of observations with the cost model:
+- TTFT: every admitted request's predicted TTFT is kept; when its first token comes,
+  `observed - predicted` enters a window of the last `window` residuals, and
+  `ttft_p95 = model_ttft + p95(residual)`. The model carries the effect of admitting this
+  request (its prompt joins the backlog); the window carries what the model misses (step
+  granularity, the policy's ordering, preemptions). An additive residual, not a ratio: at light
+  load the error is a step or two, which a ratio would blow up at heavy load.
+- TPOT: each finished request's mean TPOT enters the window as a share of its own target, and
+  `tpot_p95 = p95(share) * tightest target + (step with it - step without it)`: the observed
+  tail where the batch stands now, plus the cost model's change from one more sequence. (A
+  residual against the prediction at admission would not do: a deadline-paced scheduler
+  spends TPOT slack on purpose, and the batch a request decodes in is not the one it met.)
+Until a window holds `min_observations`, the model's figure stands alone.
 """
 
 from __future__ import annotations
@@ -49,7 +55,7 @@ class Prediction:
     ttft_s: float  # cost model: time since arrival plus the backlog drained, own prompt last
     tpot_s: float  # cost model: one step of the batch with this request in it
     ttft_p95_s: float  # ttft_s plus the rolling p95 of TTFT residuals
-    tpot_p95_s: float  # tpot_s plus the rolling p95 of TPOT residuals
+    tpot_p95_s: float  # rolling p95 of TPOT / target, at the tightest target, plus the change
     output_tokens: int  # g_i: requested maximum, or predicted
     kv_peak_pages: int  # pages of prompt + output at full precision
 
