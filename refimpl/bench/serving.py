@@ -7,7 +7,8 @@ interactive class (priority 0: TTFT 0.5 s, TPOT 50 ms) and a batch class (priori
 30 s, TPOT 0.5 s). For every policy and rate: SLO attainment (share of all requests meeting
 both targets) and goodput. Capacity is the highest rate at which at least 90% of requests meet
 both targets: found on a grid of rates, then refined by bisection between the last rate that
-passed and the first that failed.
+passed and the first that failed. Admission control is off for every policy here: this
+measures the schedulers themselves (`refimpl bench admission` measures admission control).
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def run(*, quick: bool = False, num_threads: int | None = None,
             rows = {}
             for policy in POLICIES:
                 def probe(rate, policy=policy, classed=classed):
-                    return attainment(classed, policy, rate)
+                    return attainment(classed, policy, rate, admission=False)
 
                 points = [probe(m * base_rate) for m in multiples]
                 rows[policy] = {"points": points,
