@@ -57,13 +57,16 @@ class SimulationResult:
 
 def kv_pool_for(model: ModelConfig, hardware: HardwareSpec, page_size: int = PAGE_SIZE,
                 memory_utilization: float = MEMORY_UTILIZATION) -> PagePool:
-    """A page pool filling the device memory the weights leave free."""
+    """A page pool filling the device memory the weights leave free, with a CPU tier."""
     weight_bytes = model.num_parameters() * dtype_bytes(model.weight_dtype, "weight_dtype")
     budget = int(hardware.memory_bytes * memory_utilization) - weight_bytes
     if budget <= 0:
         raise CapacityError("model", model.name, f"its {weight_bytes / 2**30:.1f} GiB of "
                             f"weights leave no KV memory on {hardware.name}")
-    return PagePool.for_model(model, budget, page_size)
+    # The CPU tier KV pages spill to: as large as the device pool (hosts carry at least as
+    # much memory as their accelerators).
+    num_pages = budget // (page_size * model.kv_bytes_per_token())
+    return PagePool.for_model(model, budget, page_size, cpu_tier_pages=max(num_pages, 0))
 
 
 @functools.lru_cache(maxsize=8)
