@@ -37,9 +37,15 @@ class _PythonKnapsackSLOPolicy(SLOPolicy):
 
     @staticmethod
     def _select(*args):
-        *inputs, out = args
+        *inputs, out, stats = args
         chosen = select_decode_batch_python(*inputs)
         out[: len(chosen)] = chosen
+        deadline_s, kv_need, active, now_s, horizon_s = (inputs[0], inputs[4], inputs[5],
+                                                         inputs[6], inputs[7])
+        taken = set(chosen)
+        stats[0] = sum(kv_need[s] for s in chosen)
+        stats[1] = sum(kv_need[s] for s in range(len(active)) if active[s] and s not in taken
+                       and deadline_s[s] < now_s + horizon_s)
         return len(chosen)
 
 

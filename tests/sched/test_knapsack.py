@@ -30,10 +30,16 @@ def instance(rng, n):
 def run(inst, *, now=0.0, horizon=0.05, time_budget=0.01, pages=3, max_batch=6,
         mode=VALUE_PER_TIME, scale=0.05):
     out = np.empty(len(inst["active"]), np.int64)
+    stats = np.zeros(2, np.int64)
     count = select_decode_batch(inst["deadline_s"], inst["est_time_s"], inst["weight"],
                                 inst["bucket"], inst["kv_need"], inst["active"], now, horizon,
-                                time_budget, pages, max_batch, mode, scale, out)
-    return [int(s) for s in out[:count]]
+                                time_budget, pages, max_batch, mode, scale, out, stats)
+    chosen = [int(s) for s in out[:count]]
+    urgent_left = [s for s in range(len(inst["active"])) if inst["active"][s]
+                   and inst["deadline_s"][s] < now + horizon and s not in chosen]
+    assert stats[0] == sum(inst["kv_need"][s] for s in chosen)
+    assert stats[1] == sum(inst["kv_need"][s] for s in urgent_left)
+    return chosen
 
 
 def value(inst, chosen):

@@ -111,11 +111,13 @@ def _take_in_order(heap, est_time_s, kv_need, bucket, opened, taken, out, count,
 @kernel
 def select_decode_batch(deadline_s, est_time_s, weight, bucket, kv_need, active, now_s,
                         horizon_s, time_budget_s, kv_budget_pages, max_batch, value_mode,
-                        lateness_scale_s, out):
+                        lateness_scale_s, out, stats):
     """Greedy deadline knapsack; writes chosen slots to `out` and returns how many.
 
     All per-slot arrays have one entry per policy slot; `active[slot]` marks decodable ones.
     Ties go to the lower slot (the heaps order `(key, slot)` pairs), so the choice is total.
+    `stats` receives the pages the batch takes and the pages the urgent requests left out
+    would need (the scheduler preempts when those exceed what is free).
     """
     n = active.shape[0]
     urgent = [(0.0, 0) for _ in range(0)]  # a typed empty list of (deadline, slot)
@@ -127,10 +129,12 @@ def select_decode_batch(deadline_s, est_time_s, weight, bucket, kv_need, active,
             earliest = slot
         if deadline_s[slot] < now_s + horizon_s:
             urgent.append((deadline_s[slot], slot))
+    stats[0] = stats[1] = 0
     if earliest < 0:
         return 0
     opened = np.zeros(bucket.max() + 1, np.bool_)
     taken = np.zeros(n, np.bool_)
+    urgent_copy = urgent.copy()  # the heap below consumes its list
     count, time_left, pages_left = _take_in_order(
         urgent, est_time_s, kv_need, bucket, opened, taken, out, 0, time_budget_s,
         kv_budget_pages, max_batch)
@@ -146,8 +150,12 @@ def select_decode_batch(deadline_s, est_time_s, weight, bucket, kv_need, active,
                 value = weight[slot] / (1.0 + slack_s / lateness_scale_s)
             fill.append((-value, slot))
     # Filling never opens a bucket that counts: `opened` is read before this pass.
-    count, _, _ = _take_in_order(fill, est_time_s, kv_need, bucket, opened, taken, out, count,
-                                 time_left, pages_left, max_batch)
+    count, _, pages_left = _take_in_order(fill, est_time_s, kv_need, bucket, opened, taken, out,
+                                          count, time_left, pages_left, max_batch)
+    stats[0] = kv_budget_pages - pages_left
+    for _, slot in urgent_copy:
+        if not taken[slot]:
+            stats[1] += kv_need[slot]
     return count
 
 

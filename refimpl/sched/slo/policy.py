@@ -87,6 +87,7 @@ class SLOPolicy:
         self.kv: KVManager | None = None
         self.model: StepTimeModel | None = None
         self.last_budget_s = 0.0  # the tick budget of the last plan (for tests and plots)
+        self._picks: dict[tuple[str, int, int], str] = {}  # memoized cost-table look-ups
 
     # ---- Policy protocol ---------------------------------------------------------------------
     def bind(self, kv: KVManager, step_model: StepTimeModel | None = None,
@@ -97,6 +98,7 @@ class SLOPolicy:
             raise ConfigError("step_model", None, "the slo policy plans with the cost model")
         self.kv, self.model = kv, step_model
         self.cost_table = cost_table if cost_table is not None else self.cost_table
+        self._picks = {}
         model, hardware = getattr(step_model, "model", None), getattr(step_model, "hardware",
                                                                       None)
         if self.ladder_config is not None and model is not None and hardware is not None:
@@ -158,7 +160,7 @@ class SLOPolicy:
         if waiting and not chosen and not chunks and self._preempt_partial_prefill():
             return self.schedule(now_s)  # the pool was full of half-done prompts: retry
         self.last_budget_s = budget_s
-        kernels = self._kernels(buckets[slots], contexts, chunks)
+        kernels = self._kernels(buckets[slots], chunks)
         return StepPlan(tuple(chosen), tuple(chunks), kernels, tuple(relief.finish),
                         relief.transfer_s)
 
@@ -188,20 +190,17 @@ class SLOPolicy:
         if not len(decode):
             return np.empty(0, np.int64), 0
         out = np.empty(len(decode.active), np.int64)
+        stats = np.zeros(2, np.int64)  # pages taken, pages of urgent requests left out
         horizon_s = self.horizon_ticks * tick_s
         while True:
             count = self._select(
                 decode.deadline_s, est_s, decode.weight, buckets, kv_need, decode.active,
                 now_s, horizon_s, max(window_s, 0.0), self.kv.num_free_pages, self.max_batch,
-                self.value_mode, self.lateness_scale_s, out)
+                self.value_mode, self.lateness_scale_s, out, stats)
             slots = out[:count]
-            pages = int(kv_need[slots].sum())
-            urgent_left = decode.active & (decode.deadline_s < now_s + horizon_s)
-            urgent_left[slots] = False
-            short = urgent_left.any() and (
-                self.kv.num_free_pages - pages < int(kv_need[urgent_left].sum()))
+            short = stats[1] > self.kv.num_free_pages - stats[0]  # urgent ones lack pages
             if not short or not self._preempt_one(exclude=set(slots.tolist())):
-                return slots, pages
+                return slots, int(stats[0])
 
     def _choose_prefill(self, num_decode: int, decode_context: int, budget_s: float,
                         pages_left: int, hold_new: bool) -> list[tuple[Request, int]]:
@@ -298,15 +297,30 @@ class SLOPolicy:
         request.status = RequestStatus.WAITING
         self.prefill.push(request)
 
-    def _kernels(self, buckets: np.ndarray, contexts: np.ndarray,
+    def _kernels(self, buckets: np.ndarray,
                  chunks: list[tuple[Request, int]]) -> tuple[str, ...]:
-        """Fastest candidate per decode bucket (a micro-batch) and for the prefill chunk."""
+        """Fastest candidate per decode bucket (a micro-batch) and for the prefill chunk.
+
+        A micro-batch is looked up at its size and its bucket's upper edge (the longest
+        context the bucket holds), so the answers repeat and are memoized per tick's inputs.
+        """
         if self.cost_table is None:
             return ()
-        names = [self.cost_table.lookup("decode", int((buckets == b).sum()),
-                                        int(contexts[buckets == b].max()), clamp=True)[0]
-                 for b in np.unique(buckets)]
+        names = []
+        if len(buckets):
+            counts = np.bincount(buckets)
+            for bucket in np.flatnonzero(counts):
+                edge = self.first_bucket_tokens << int(bucket)  # [edge/2, edge) for bucket > 0
+                names.append(self._lookup("decode", int(counts[bucket]), edge))
         if chunks:
-            tokens = sum(t for _, t in chunks)
-            names.append(self.cost_table.lookup("prefill", 1, tokens, clamp=True)[0])
+            names.append(self._lookup("prefill", 1, sum(t for _, t in chunks)))
         return tuple(names)
+
+    def _lookup(self, phase: str, batch: int, seq_len: int) -> str:
+        """The cost table's pick for (phase, B, T), memoized."""
+        key = (phase, batch, seq_len)
+        name = self._picks.get(key)
+        if name is None:
+            name = self._picks[key] = self.cost_table.lookup(phase, batch, seq_len,
+                                                             clamp=True)[0]
+        return name
