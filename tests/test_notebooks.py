@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ import pytest
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
 TIMEOUT_S = 300  # per cell: a cold Numba cache compiles the kernels on first use
+SLOW_NOTEBOOK_S = 60.0  # warm, each notebook runs in under 10 s on 2 cores
 
 
 def _ids(paths: list[Path]) -> list[str]:
@@ -79,4 +82,23 @@ def test_notebook_runs_in_fast_mode(path, monkeypatch, tmp_path):
     # jupyter_client runs a kernel whose command is plain `python` with sys.executable, so
     # the kernel sees the same environment (and refimpl) as this test process.
     assert os.path.exists(sys.executable)
+    started = time.perf_counter()
     client.execute()
+    took_s = time.perf_counter() - started
+    if took_s > SLOW_NOTEBOOK_S:  # say where the time went (a cold Numba cache compiles)
+        warnings.warn(f"{path.name} took {took_s:.0f} s; per cell: {_cell_times(notebook)}",
+                      stacklevel=1)
+
+
+def _cell_times(notebook) -> str:
+    """'cell i: seconds' of the slowest cells, from the timings nbclient records."""
+    from datetime import datetime
+
+    times = []
+    for i, cell in enumerate(notebook.cells):
+        stamps = cell.get("metadata", {}).get("execution", {})
+        if "iopub.execute_input" in stamps and "shell.execute_reply" in stamps:
+            start, end = (datetime.fromisoformat(stamps[key].replace("Z", "+00:00"))
+                          for key in ("iopub.execute_input", "shell.execute_reply"))
+            times.append(((end - start).total_seconds(), i))
+    return ", ".join(f"cell {i}: {s:.1f} s" for s, i in sorted(times, reverse=True)[:3])
