@@ -71,8 +71,11 @@ class LoadPredictor:
         self.chunk_tokens = chunk_tokens  # prompt tokens per step when draining the backlog
         self.output_known = output_known
         self.default_output_tokens = default_output_tokens  # g_i before any output is seen
-        self.ttft_residual_s = RollingWindow(window)
-        self.tpot_ratio = RollingWindow(window)  # observed TPOT / the request's TPOT target
+        # One window per SLO class (keyed by its target): a scheduler that serves a loose
+        # class late on purpose must not make a tight class look late.
+        self.window = window
+        self.ttft_residual_s: dict[float, RollingWindow] = {}  # TTFT target -> residuals
+        self.tpot_ratio: dict[float, RollingWindow] = {}  # TPOT target -> TPOT / target
         self.output_tokens = RollingWindow(window)
         # TTFT target -> [prompt tokens, requests]: admitted and not computed, or queued
         self.backlog: dict[float, list[int]] = {}
@@ -119,12 +122,14 @@ class LoadPredictor:
         tpot_s = step(mixed, _pairs(mixed), batch + 1,
                       context + request.prompt_tokens + output // 2 + 1)
         ttft_p95_s = ttft_s
-        if len(self.ttft_residual_s) >= self.min_observations:
-            ttft_p95_s += self.ttft_residual_s.percentile(95)
+        residuals = self.ttft_residual_s.get(request.slo.ttft_s)
+        if residuals is not None and len(residuals) >= self.min_observations:
+            ttft_p95_s += residuals.percentile(95)
         tpot_p95_s = tpot_s
-        if len(self.tpot_ratio) >= self.min_observations:
-            tpot_p95_s = (self.tpot_ratio.percentile(95) * self.tightest_tpot_s(request)
-                          + tpot_s - without_s)
+        tightest_s = self.tightest_tpot_s(request)
+        ratios = self.tpot_ratio.get(tightest_s)  # the class most at risk, by its own record
+        if ratios is not None and len(ratios) >= self.min_observations:
+            tpot_p95_s = ratios.percentile(95) * tightest_s + tpot_s - without_s
         return Prediction(ttft_s, tpot_s, ttft_p95_s, tpot_p95_s, output,
                           self.kv.pages_for_tokens(request.prompt_tokens + output))
 
@@ -169,8 +174,8 @@ class LoadPredictor:
                 self._pending[key] = left - done
                 _count(self.backlog, request.slo.ttft_s, -done, -1 if done == left else 0)
             if request.num_generated == 1 and key in self._admitted and key not in self._decoding:
-                self.ttft_residual_s.add(request.first_token_s - request.arrival_s
-                                         - self._admitted[key][0])
+                self._window(self.ttft_residual_s, request.slo.ttft_s).add(
+                    request.first_token_s - request.arrival_s - self._admitted[key][0])
                 if not request.is_finished:
                     self._decoding.add(key)
                     self.decode_context_tokens += request.num_tokens
@@ -178,6 +183,13 @@ class LoadPredictor:
             self._add_drain(sum(t for _, t in plan.prefill), duration_s)
         ended = [*finished, *(request for request, _ in plan.finish)]
         return [request for request in ended if self._finish(request)]
+
+    def _window(self, windows: dict[float, RollingWindow], target_s: float) -> RollingWindow:
+        """The window of the class with target `target_s` (made on first use)."""
+        window = windows.get(target_s)
+        if window is None:
+            window = windows[target_s] = RollingWindow(self.window)
+        return window
 
     def _add_drain(self, tokens: int, duration_s: float) -> None:
         """One saturated step into the measured prefill rate (sums kept, O(1))."""
@@ -208,7 +220,8 @@ class LoadPredictor:
         if request.num_generated >= 2:
             observed = (request.finish_s - request.first_token_s) / (request.num_generated - 1)
             if math.isfinite(observed):  # a request ended by the plan may have no finish yet
-                self.tpot_ratio.add(observed / request.slo.tpot_s)
+                self._window(self.tpot_ratio, request.slo.tpot_s).add(
+                    observed / request.slo.tpot_s)
         return True
 
 

@@ -41,11 +41,18 @@ def test_admitting_a_request_delays_the_next_and_its_class_only(predictor):
     assert predictor.predict(tighter, 0.0).ttft_s == pytest.approx(before.ttft_s)
 
 
-def test_the_p95_adds_the_recent_residuals(predictor):
+def test_the_p95_adds_the_recent_residuals_of_its_own_class(predictor):
+    from refimpl.config.slo import SLO
+
+    request = Request(0, 0.0, 100, 10)  # the default class: TTFT target 2 s
     for residual_s in (0.1, 0.2, 0.3, 0.4):
-        predictor.ttft_residual_s.add(residual_s)
-    p = predictor.predict(Request(0, 0.0, 100, 10), 0.0)
+        predictor._window(predictor.ttft_residual_s, request.slo.ttft_s).add(residual_s)
+    for residual_s in (20.0, 25.0, 22.0):  # a loose class served late on purpose ...
+        predictor._window(predictor.ttft_residual_s, 30.0).add(residual_s)
+    p = predictor.predict(request, 0.0)
     assert p.ttft_p95_s == pytest.approx(p.ttft_s + 0.385)  # np.percentile([.1,.2,.3,.4], 95)
+    loose = predictor.predict(Request(1, 0.0, 100, 10, slo=SLO(ttft_s=30.0, tpot_s=0.5)), 0.0)
+    assert loose.ttft_p95_s > p.ttft_p95_s + 19  # ... sees only its own residuals
 
 
 def test_unknown_outputs_are_predicted_by_the_rolling_p90(step_model):
@@ -88,7 +95,8 @@ def test_the_cli_turns_admission_off(tmp_path):
 
 def test_the_tpot_p95_is_the_observed_share_of_the_target_plus_the_model_change(predictor):
     for ratio in (0.5, 0.6, 0.7, 0.8):
-        predictor.tpot_ratio.add(ratio)
+        predictor._window(predictor.tpot_ratio, 0.1).add(ratio)
+    predictor._window(predictor.tpot_ratio, 0.5).add(0.99)  # another class: not this one's
     p = predictor.predict(Request(0, 0.0, 100, 10), 0.0)  # default class: TPOT target 0.1 s
     assert p.tpot_p95_s == pytest.approx(0.785 * 0.1 + p.tpot_s)  # the batch was empty
 
