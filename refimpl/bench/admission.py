@@ -14,12 +14,12 @@ every load.
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import resource
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from refimpl.bench._report import publish
 from refimpl.bench.serving import HARDWARE, MODEL, attainment, base_workload, capacity
 from refimpl.engine import simulate
 from refimpl.workloads import Workload, scale_to_rate
@@ -85,10 +85,7 @@ def run(*, quick: bool = False, num_threads: int | None = None, json_path: Path 
                         "accepted_attainment_min": worst, "accepted_goal": ACCEPTED_MET,
                         "met": bool(kept is not None and kept >= GOODPUT_KEPT
                                     and worst >= ACCEPTED_MET)}}
-    print_report(report)
-    if json_path is not None:
-        Path(json_path).write_text(json.dumps(report, indent=2))
-    return report
+    return publish(report, print_report, json_path)
 
 
 def _ratio(numerator: float | None, denominator: float | None) -> float | None:

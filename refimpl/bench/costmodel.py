@@ -8,13 +8,13 @@ Profiles run on one thread whatever --threads says: the cost model describes a s
 
 from __future__ import annotations
 
-import json
 import timeit
 from pathlib import Path
 
 import numpy as np
 
 from refimpl._numba import kernel
+from refimpl.bench._report import publish
 from refimpl.config import HardwareSpec, ModelConfig
 from refimpl.costmodel.fastlookup import lookup_arrays, lookup_time_s
 from refimpl.costmodel.profile import run_profile
@@ -105,9 +105,4 @@ def run(*, quick: bool = False, num_threads: int | None = None,
         profiles.append(figures)
     report = {"suite": "costmodel", "quick": quick, "profiles": profiles,
               "lookup": bench_lookup(table, model)}
-    print_report(report)
-    if json_path is not None:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(report, indent=2))
-        print(f"\nwrote {json_path}")
-    return report
+    return publish(report, print_report, json_path)

@@ -21,6 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from refimpl.bench._report import publish
 from refimpl.sched import BASELINES
 
 __all__ = ["find_trace", "run"]
@@ -95,10 +96,7 @@ def run(*, quick: bool = False, num_threads: int | None = None,
               "goal_s": GOAL_S, "policies": rows,
               "bench_process_rss_bytes":
                   resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
-    print_report(report)
-    if json_path is not None:
-        Path(json_path).write_text(json.dumps(report, indent=2))
-    return report
+    return publish(report, print_report, json_path)
 
 
 def print_report(report: dict) -> None:

@@ -8,7 +8,6 @@ float32; and each tile candidate's analytic HBM bytes beside its measured time.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import numpy as np
 from numba import prange
 
 from refimpl._numba import kernel_pair
+from refimpl.bench._report import publish
 from refimpl.bench._timing import best_seconds, threads
 from refimpl.kernels import (
     PagedTiles,
@@ -288,10 +288,5 @@ def run(*, quick: bool = False, num_threads: int | None = None,
                                thread_counts, repeats, rng),
         "tiles": bench_tiles(1024 if quick else 2048, 4096, repeats, rng),
     }
-    print_report(report)
-    if json_path is not None:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(report, indent=2))
-        print(f"\nwrote {json_path}")
-    return report
+    return publish(report, print_report, json_path)
 

@@ -8,13 +8,13 @@ one decode step for a batch of 256 requests.
 
 from __future__ import annotations
 
-import json
 import time
 from collections import deque
 from pathlib import Path
 
 import numpy as np
 
+from refimpl.bench._report import publish
 from refimpl.bench._timing import best_seconds
 from refimpl.kv import PagePool
 
@@ -125,10 +125,7 @@ def run(*, quick: bool = False, num_threads: int | None = None,
         "decode_append_pure_python_s": decode["pure_python_s"],
         "decode_append_speedup": decode["pure_python_s"] / max(decode["ours_s"], 1e-12),
     }
-    print_report(report)
-    if json_path is not None:
-        Path(json_path).write_text(json.dumps(report, indent=2))
-    return report
+    return publish(report, print_report, json_path)
 
 
 def print_report(report: dict) -> None:

@@ -11,12 +11,12 @@ requests and under 500 us at 10,000.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import numpy as np
 
+from refimpl.bench._report import publish
 from refimpl.config import HardwareSpec, ModelConfig
 from refimpl.costmodel.step import RooflineStepModel
 from refimpl.engine.simulate import cost_table_for
@@ -102,10 +102,7 @@ def run(*, quick: bool = False, num_threads: int | None = None,
         "growth_exponent_python": float(np.polyfit(sizes, np.log([r["python_s"] for r in rows]),
                                                    1)[0]),
     }
-    print_report(report)
-    if json_path is not None:
-        Path(json_path).write_text(json.dumps(report, indent=2))
-    return report
+    return publish(report, print_report, json_path)
 
 
 def print_report(report: dict) -> None:

@@ -13,9 +13,9 @@ measures the schedulers themselves (`refimpl bench admission` measures admission
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from refimpl.bench._report import publish
 from refimpl.bench.engine import find_trace
 from refimpl.config.slo import SLO_PRESETS, PriorityClass
 from refimpl.engine import simulate
@@ -98,10 +98,7 @@ def run(*, quick: bool = False, num_threads: int | None = None,
                                              "grid_req_s": [m * base_rate for m in multiples]}
     report = {"suite": "serving", "model": MODEL, "hardware": HARDWARE,
               "num_requests": num_requests, "target": TARGET, "results": results}
-    print_report(report)
-    if json_path is not None:
-        Path(json_path).write_text(json.dumps(report, indent=2))
-    return report
+    return publish(report, print_report, json_path)
 
 
 def print_report(report: dict) -> None:

@@ -132,20 +132,22 @@ class Engine:
             self.policy.add_request(request, now)
         return 0
 
-    def _reject(self, request: Request, reason: str, now: float) -> int:
-        request.status = RequestStatus.REJECTED
-        request.finish_reason = reason
-        request.finish_s = now
-        self.kv.free(request)
-        return 1
-
-    def _end(self, request: Request, reason: str, now: float) -> Request:
-        """Finish a request the policy ends early (e.g. `length_capped`), its output kept."""
-        request.status = RequestStatus.FINISHED
+    def _close(self, request: Request, status: RequestStatus, reason: str,
+               now: float) -> Request:
+        """Put a request in its terminal state, with its reason and time; free its pages."""
+        request.status = status
         request.finish_reason = reason
         request.finish_s = now
         self.kv.free(request)
         return request
+
+    def _reject(self, request: Request, reason: str, now: float) -> int:
+        self._close(request, RequestStatus.REJECTED, reason, now)
+        return 1
+
+    def _end(self, request: Request, reason: str, now: float) -> Request:
+        """Finish a request the policy ends early (e.g. `length_capped`), its output kept."""
+        return self._close(request, RequestStatus.FINISHED, reason, now)
 
     def _commit(self, plan: StepPlan, start_s: float, end_s: float) -> list[Request]:
         """Count the computed tokens; emit output tokens at `end_s`; finish completed requests."""
@@ -161,11 +163,8 @@ class Engine:
                 request.first_token_s = end_s
             request.last_token_s = end_s
             if request.num_generated >= request.max_new_tokens:
-                request.status = RequestStatus.FINISHED
-                request.finish_reason = request.extra.get("finish_reason", "completed")
-                request.finish_s = end_s
-                self.kv.free(request)
-                finished.append(request)
+                reason = request.extra.get("finish_reason", "completed")
+                finished.append(self._close(request, RequestStatus.FINISHED, reason, end_s))
         return finished
 
     def _record_step(self, plan: StepPlan, start_s: float, duration_s: float,
