@@ -100,6 +100,7 @@ class Engine:
                for name, values in self._steps.items()},
             kv_total_pages=self.kv.pool.num_pages, kernel_usage=dict(self._kernel_usage),
             admission_counts=dict(self.admission.counts) if self.admission else {},
+            kv_actions=self.policy.kv_actions() if hasattr(self.policy, "kv_actions") else {},
         ))
 
     def _arrive(self, request: Request, now: float) -> int:

@@ -64,6 +64,7 @@ class StepRecords:
     kv_total_pages: int = 0  # pages in the pool
     kernel_usage: dict = field(default_factory=dict)  # kernel candidate name -> steps using it
     admission_counts: dict = field(default_factory=dict)  # "action[:reason]" -> requests
+    kv_actions: dict = field(default_factory=dict)  # KV ladder step -> times it acted
 
     def __len__(self) -> int:
         return len(self.start_s)

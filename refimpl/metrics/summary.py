@@ -130,6 +130,7 @@ def _step_summary(steps: StepRecords | None) -> dict:
         "decision_total_s": float(np.sum(steps.decision_s)),
         "kernel_usage": dict(sorted(steps.kernel_usage.items())),
         "admission_by_decision": dict(sorted(steps.admission_counts.items())),
+        "kv_actions": dict(sorted(steps.kv_actions.items())),
     }
     return summary
 
@@ -139,5 +140,5 @@ _STEP_KEYS = (
     "num_steps", "busy_s", "decode_batch_mean", "prefill_tokens_per_step_mean", "waiting_peak",
     "kv_total_pages", "kv_peak_pages", "kv_util_mean", "kv_util_peak", "decision_p50_s",
     "decision_p99_s", "decision_mean_s", "decision_total_s", "kernel_usage",
-    "admission_by_decision",
+    "admission_by_decision", "kv_actions",
 )

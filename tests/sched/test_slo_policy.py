@@ -166,6 +166,7 @@ def test_the_ladder_caps_low_priority_long_requests_first():
     assert "length_capped" in steps
     capped = run.requests.reason == "length_capped"
     assert capped.any() and set(run.requests.priority[capped]) == {1}  # low priority only
+    assert run.steps.kv_actions["length_capped"] == capped.sum()  # counted in the metrics
     assert set(run.requests.prompt_tokens[capped]) == {2500}  # the long ones
 
 

@@ -28,6 +28,7 @@ One engine step is one scheduling tick (seed section 6):
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -115,6 +116,12 @@ class SLOPolicy:
     def add_request(self, request: Request, now_s: float) -> None:
         """Queue an arrived request for prefill."""
         self.prefill.push(request)
+
+    def kv_actions(self) -> dict[str, int]:
+        """How often each step of the KV ladder acted (for the run's metrics)."""
+        if self.pressure is None:
+            return {}
+        return dict(Counter(str(action.step) for action in self.pressure.ladder.history))
 
     def num_waiting(self) -> int:
         """Requests with prompt tokens left (new, part-way, or recomputing)."""
