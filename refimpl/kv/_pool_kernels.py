@@ -51,9 +51,11 @@ def append_batch(refcount, free_stack, counters, tables, num_pages_of, lengths, 
         if length + grow > max_tokens:
             return OVER_CONTEXT
         tpp = tokens_per_page[slot]
-        need += (length + grow + tpp - 1) // tpp - num_pages_of[slot]
+        capacity = num_pages_of[slot] * tpp  # tokens its pages hold (no division: hot loop)
+        if length + grow > capacity:
+            need += (length + grow - capacity + tpp - 1) // tpp
         # A partly filled last page shared with a fork is copied before it is written.
-        if grow > 0 and length % tpp != 0 and refcount[tables[slot, num_pages_of[slot] - 1]] > 1:
+        if grow > 0 and length < capacity and refcount[tables[slot, num_pages_of[slot] - 1]] > 1:
             need += 1
     if dry_run:
         return need
@@ -67,7 +69,8 @@ def append_batch(refcount, free_stack, counters, tables, num_pages_of, lengths, 
         tpp = tokens_per_page[slot]
         length = lengths[slot]
         last = num_pages_of[slot] - 1
-        if grow > 0 and length % tpp != 0 and refcount[tables[slot, last]] > 1:
+        capacity = num_pages_of[slot] * tpp
+        if grow > 0 and length < capacity and refcount[tables[slot, last]] > 1:
             counters[FREE] -= 1
             fresh = free_stack[counters[FREE]]
             shared = tables[slot, last]
@@ -77,7 +80,7 @@ def append_batch(refcount, free_stack, counters, tables, num_pages_of, lengths, 
             cow_out[num_cow, 0] = shared  # the caller copies the page's contents
             cow_out[num_cow, 1] = fresh
             num_cow += 1
-        if length + grow > num_pages_of[slot] * tpp:  # a fresh page: rare in a decode step
+        if length + grow > capacity:  # a fresh page: rare in a decode step
             take_pages(refcount, free_stack, counters, tables, num_pages_of, lengths,
                        tokens_per_page, slot, grow)
         else:  # room in the last page: skip the helper, whose 7 array arguments cost more
