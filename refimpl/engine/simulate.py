@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from refimpl.admission import AdmissionController
@@ -121,7 +122,7 @@ def _engine_class(engine: str, by_name: bool, policy: Policy,
 
 
 def simulate(
-    workload: Workload | str = "azure-conv-like",
+    workload: Workload | str | Sequence[Request] = "azure-conv-like",
     policy: str | type | Policy = "slo",
     *,
     model: str | ModelConfig = "llama-3-8b",
@@ -142,7 +143,8 @@ def simulate(
     `RooflineStepModel`, a whole trace in seconds) or "auto": compiled when `policy` names a
     baseline and the step model is the roofline, else Python. Both give the same records.
     `admission` is True (a default `AdmissionController`), False, a controller, or None: on
-    for `slo`, off otherwise.
+    for `slo`, off otherwise. `workload` may also be a list of hand-made `Request`s, which the
+    run then fills in (their times and counts), as the engine does with its own.
     """
     model = model if isinstance(model, ModelConfig) else ModelConfig.preset(model)
     hardware = hardware if isinstance(hardware, HardwareSpec) else HardwareSpec.preset(hardware)
@@ -160,10 +162,13 @@ def simulate(
     extra = {"admission": admission} if admission is not None else {}  # Engine's option only
     runner = engine_class(policy, executor, KVManager(pool), model,
                           cost_table_for(model, hardware), **extra)
+    requests = (list(workload) if not isinstance(workload, Workload)
+                else requests_from_workload(workload))
     started = time.perf_counter()
-    run = runner.run(requests_from_workload(workload), progress)
+    run = runner.run(requests, progress)
     settings = {
-        "workload": workload.name, "num_requests": len(workload), "policy": policy.name,
+        "workload": getattr(workload, "name", "requests"), "num_requests": len(requests),
+        "policy": policy.name,
         "model": model.name, "hardware": hardware.name, "seed": seed, "page_size": page_size,
         "kv_pages": pool.num_pages, "step_model": type(step_model).__name__,
         "engine": "python" if engine_class is Engine else "compiled",

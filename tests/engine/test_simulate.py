@@ -66,3 +66,13 @@ def test_unknown_names_are_refused():
         simulate("azure-conv-like", "nope", num_requests=5)
     with pytest.raises(ConfigError, match="model='gpt-5'"):
         simulate("azure-conv-like", model="gpt-5", num_requests=5)
+
+
+def test_hand_made_requests_can_be_simulated_directly():
+    from refimpl import Request
+
+    requests = [Request(0, 0.0, 300, 5), Request(1, 0.01, 40, 3)]
+    result = simulate(requests, "vllm")
+    assert result.settings["num_requests"] == 2 and result.settings["workload"] == "requests"
+    assert list(result.requests.num_generated) == [5, 3]
+    assert requests[0].first_token_s > 0  # the run filled in the requests it was given
