@@ -109,18 +109,56 @@ def _take_in_order(heap, est_time_s, kv_need, bucket, opened, taken, out, count,
 
 
 @kernel
+def _any_fits(keys, slots, size, cut, est_time_s, kv_need, time_left, pages_left):
+    """Whether any entry with key above `cut` fits the time and pages left (a cheap scan)."""
+    for i in range(size):
+        if keys[i] > cut:
+            slot = slots[i]
+            if est_time_s[slot] <= time_left and kv_need[slot] <= pages_left:
+                return True
+    return False
+
+
+@kernel
+def _take_best(keys, slots, size, est_time_s, kv_need, bucket, opened, taken, out, count,
+               time_left, pages_left, max_batch):
+    """`_take_in_order` over the first `size` (key, slot) entries of two arrays.
+
+    The batch takes at most `room` more entries, so only the best are heaped (a linear-time
+    partition finds them); the others, still in order, only if misfits leave room and one of
+    them fits. Every key of the first part is <= every key of the rest: the order is the full
+    one, at O(size + B log B) instead of O(size log size).
+    """
+    room = max_batch - count
+    cut = np.inf if size <= 4 * room + 64 else np.partition(keys[:size], room)[room]
+    best = [(keys[i], slots[i]) for i in range(size) if keys[i] <= cut]
+    count, time_left, pages_left = _take_in_order(best, est_time_s, kv_need, bucket, opened,
+                                                  taken, out, count, time_left, pages_left,
+                                                  max_batch)
+    if count < max_batch and cut < np.inf and _any_fits(keys, slots, size, cut, est_time_s,
+                                                       kv_need, time_left, pages_left):
+        rest = [(keys[i], slots[i]) for i in range(size) if keys[i] > cut]
+        count, time_left, pages_left = _take_in_order(rest, est_time_s, kv_need, bucket,
+                                                      opened, taken, out, count, time_left,
+                                                      pages_left, max_batch)
+    return count, time_left, pages_left
+
+
+@kernel
 def select_decode_batch(deadline_s, est_time_s, weight, bucket, kv_need, active, now_s,
                         horizon_s, time_budget_s, kv_budget_pages, max_batch, value_mode,
                         lateness_scale_s, out, stats):
     """Greedy deadline knapsack; writes chosen slots to `out` and returns how many.
 
     All per-slot arrays have one entry per policy slot; `active[slot]` marks decodable ones.
-    Ties go to the lower slot (the heaps order `(key, slot)` pairs), so the choice is total.
-    `stats` receives the pages the batch takes and the pages the urgent requests left out
-    would need (the scheduler preempts when those exceed what is free).
+    Ties go to the lower slot (entries are ordered as `(key, slot)` pairs), so the choice is
+    total. `stats` receives the pages the batch takes and the pages the urgent requests left
+    out would need (the scheduler preempts when those exceed what is free).
     """
     n = active.shape[0]
-    urgent = [(0.0, 0) for _ in range(0)]  # a typed empty list of (deadline, slot)
+    keys = np.empty(n, np.float64)  # urgent deadlines, then fill candidates' -values
+    slots = np.empty(n, np.int64)
+    num_urgent = 0
     earliest = -1
     for slot in range(n):
         if not active[slot]:
@@ -128,19 +166,22 @@ def select_decode_batch(deadline_s, est_time_s, weight, bucket, kv_need, active,
         if earliest < 0 or deadline_s[slot] < deadline_s[earliest]:
             earliest = slot
         if deadline_s[slot] < now_s + horizon_s:
-            urgent.append((deadline_s[slot], slot))
+            keys[num_urgent], slots[num_urgent] = deadline_s[slot], slot
+            num_urgent += 1
     stats[0] = stats[1] = 0
     if earliest < 0:
         return 0
     opened = np.zeros(bucket.max() + 1, np.bool_)
     taken = np.zeros(n, np.bool_)
-    urgent_copy = urgent.copy()  # the heap below consumes its list
-    count, time_left, pages_left = _take_in_order(
-        urgent, est_time_s, kv_need, bucket, opened, taken, out, 0, time_budget_s,
-        kv_budget_pages, max_batch)
+    count, time_left, pages_left = _take_best(keys, slots, num_urgent, est_time_s, kv_need,
+                                              bucket, opened, taken, out, 0, time_budget_s,
+                                              kv_budget_pages, max_batch)
+    for i in range(num_urgent):  # urgent requests left out, and the pages they need
+        if not taken[slots[i]]:
+            stats[1] += kv_need[slots[i]]
     if count == 0:  # nothing urgent fitted: fill around the earliest deadline
         opened[bucket[earliest]] = True
-    fill = [(0.0, 0) for _ in range(0)]  # (-value, slot): the highest value pops first
+    num_fill = 0
     for slot in range(n):
         if active[slot] and not taken[slot] and opened[bucket[slot]]:
             if value_mode == VALUE_PER_TIME:
@@ -148,14 +189,13 @@ def select_decode_batch(deadline_s, est_time_s, weight, bucket, kv_need, active,
             else:
                 slack_s = max(deadline_s[slot] - now_s, 0.0)
                 value = weight[slot] / (1.0 + slack_s / lateness_scale_s)
-            fill.append((-value, slot))
+            keys[num_fill], slots[num_fill] = -value, slot  # the highest value first
+            num_fill += 1
     # Filling never opens a bucket that counts: `opened` is read before this pass.
-    count, _, pages_left = _take_in_order(fill, est_time_s, kv_need, bucket, opened, taken, out,
-                                          count, time_left, pages_left, max_batch)
+    count, _, pages_left = _take_best(keys, slots, num_fill, est_time_s, kv_need, bucket,
+                                      opened, taken, out, count, time_left, pages_left,
+                                      max_batch)
     stats[0] = kv_budget_pages - pages_left
-    for _, slot in urgent_copy:
-        if not taken[slot]:
-            stats[1] += kv_need[slot]
     return count
 
 
