@@ -14,9 +14,9 @@ exponential; the seed's greedy is:
    second of step time, weighted) or `w * lateness_penalty` (VALUE_LATENESS, with the
    penalty `1 / (1 + slack / scale)`, rising as the deadline nears).
 
-Cost: one pass over the N active requests, a sort of the U urgent ones and a heap of the fill
-candidates popped only as far as the batch fills (B pops): O(N + U log U + B log N), never more
-than O(N log N). `select_decode_batch` is the Numba
+Cost: a pass over the N active requests; a linear-time partition keeps the B candidates that
+can still make the batch, which alone are heaped and popped: O(N + B log B) when they fit,
+never more than O(N log N). `select_decode_batch` is the Numba
 version the `slo` policy runs; `select_decode_batch_python` is the same algorithm in plain
 Python, the baseline of `refimpl bench sched`.
 """
