@@ -216,21 +216,7 @@ class SLOPolicy:
         Above the KV watermark no new prompt starts while decodes run (`hold_new`): they free
         pages as they finish; with nothing decoding, holding back would only stall.
         """
-        heads: list[Request] = []
-        startable: list[bool] = []
-        remaining = 0
         held_back = hold_new and self.kv.utilization() > self.kv_watermark
-        # The queue's first prompts, as far as a maximal chunk reaches (bounded, so a long
-        # queue held back at the watermark costs a bounded look, not a scan).
-        while self.prefill and remaining < self.max_chunk and len(heads) < MAX_HEADS:
-            request = self.prefill.pop()
-            can_run = not (held_back and request.kv_slot < 0)  # no new prompt above the mark
-            heads.append(request)
-            startable.append(can_run)
-            remaining += request.num_uncomputed if can_run else 0
-        # Prompts take the chunk in queue order, each whole before the next starts. Walk them
-        # while the step still fits (budget and pages), then binary-search the tokens of the
-        # first prompt that does not fit whole: O(heads + log C) step-time evaluations.
         step = self.model.step_time_parts
         page_size = self.kv.page_size
 
@@ -239,12 +225,19 @@ class SLOPolicy:
             return (take * computed + take * (take + 1) // 2,
                     -(-(computed + take) // page_size) - held)
 
+        # Prompts take the chunk in queue order, each whole before the next starts: pop them
+        # one at a time while the step still fits (budget and pages), and binary-search the
+        # tokens of the first one that does not fit whole; it ends the walk. Only prompts
+        # looked at are popped (O(log N) each); the ones set aside go back.
         chunks: list[tuple[Request, int]] = []
+        set_aside: list[Request] = []
         tokens = pairs = pages = 0
-        cap = self.max_chunk
-        for request, can_run in zip(heads, startable, strict=True):
-            if not can_run or tokens >= cap:
-                self.prefill.push(request)
+        looked = 0
+        while self.prefill and tokens < self.max_chunk and looked < MAX_HEADS:
+            request = self.prefill.pop()
+            looked += 1  # bounded: a queue held back at the watermark costs a bounded look
+            if held_back and request.kv_slot < 0:  # no new prompt starts above the mark
+                set_aside.append(request)
                 continue
             computed, held = request.num_computed, self.kv.pages_held(request)
 
@@ -254,19 +247,23 @@ class SLOPolicy:
                     base[0] + take, base[1] + more_pairs, num_decode, decode_context)
                     <= budget_s)
 
-            low, high = 0, min(request.num_uncomputed, cap - tokens)
-            if not fits(high):
-                cap = tokens  # this prompt is cut short: later ones wait (queue order holds)
+            low, high = 0, min(request.num_uncomputed, self.max_chunk - tokens)
+            cut_short = not fits(high)
+            if cut_short:
                 while low < high:  # the largest part of this prompt that fits
                     mid = (low + high + 1) // 2
                     low, high = (mid, high) if fits(mid) else (low, mid - 1)
             if high == 0:
-                self.prefill.push(request)
-                continue
+                set_aside.append(request)
+                break
             request.status = RequestStatus.RUNNING
             chunks.append((request, high))
             more_pairs, more_pages = grown(high, computed, held)
             tokens, pairs, pages = tokens + high, pairs + more_pairs, pages + more_pages
+            if cut_short:
+                break  # later prompts wait: queue order holds
+        for request in set_aside:
+            self.prefill.push(request)
         return chunks
 
     def _prefill_time(self, tokens: int) -> float:
@@ -319,8 +316,9 @@ class SLOPolicy:
             for bucket in np.flatnonzero(counts):
                 edge = self.first_bucket_tokens << int(bucket)  # [edge/2, edge) for bucket > 0
                 names.append(self._lookup("decode", int(counts[bucket]), edge))
-        if chunks:
-            names.append(self._lookup("prefill", 1, sum(t for _, t in chunks)))
+        if chunks:  # looked up at the next power of two: the picks change only between them
+            tokens = sum(t for _, t in chunks)
+            names.append(self._lookup("prefill", 1, 1 << (tokens - 1).bit_length()))
         return tuple(names)
 
     def _lookup(self, phase: str, batch: int, seq_len: int) -> str:
