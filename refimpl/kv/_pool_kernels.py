@@ -13,9 +13,12 @@ from __future__ import annotations
 from refimpl._numba import inline_kernel, kernel
 
 FREE = 0  # counters[FREE]: number of free pages (height of the free stack)
+SHARED = 1  # counters[SHARED]: pages held by two or more page tables (forks share them)
+RESIDENT = 1  # `states` value of a request whose pages are in the pool (RequestState.RESIDENT)
+INFO_INDEX, INFO_EPOCH, INFO_MAX_TOKENS = 0, 1, 2  # the slots of append_batch's `info`
 
 # Return codes of the append kernels (>= 0 is the number of copy-on-write copies made);
-# on an error, `info[0]` is the index of the offending entry (or the pages needed).
+# on an error, `info[INFO_INDEX]` is the index of the offending entry (or the pages needed).
 NO_PAGES = -1
 OVER_CONTEXT = -2
 BAD_SLOT = -3  # out of range, or not a resident request
@@ -25,42 +28,51 @@ NEGATIVE = -5  # a negative token count
 
 @kernel
 def append_batch(refcount, free_stack, counters, tables, num_pages_of, lengths, tokens_per_page,
-                 states, resident, marks, epoch, slots, num_tokens, max_tokens, dry_run,
-                 cow_out, info):
+                 states, marks, slots, num_tokens, dry_run, cow_out, info):
     """Grow every `slots[i]` by `num_tokens[i]`, all or nothing; returns copies or an error code.
 
     Everything is checked before anything changes; with `dry_run` nothing changes and the
-    return value is the number of free pages the growth needs. `marks[slot] == epoch` flags a
-    slot already seen in this batch (a fresh `epoch` per call avoids clearing `marks`).
+    return value is the number of free pages the growth needs. `info` holds
+    [INFO_INDEX, INFO_EPOCH, INFO_MAX_TOKENS]: where an error is reported, the batch counter
+    (`marks[slot] == epoch` flags a slot already seen in this batch; a fresh epoch per call
+    avoids clearing `marks`), and the longest a request may grow. Few arguments on purpose:
+    Numba's dispatch costs per argument, and this runs every decode step.
     Its one helper, `take_pages`, is inlined: a real call per element would cost more than the
     work (see `refimpl._numba.inline_kernel`).
     """
+    info[INFO_EPOCH] += 1
+    epoch, max_tokens = info[INFO_EPOCH], info[INFO_MAX_TOKENS]
     need = 0
     for i in range(slots.shape[0]):
         slot = slots[i]
-        info[0] = i
-        if slot < 0 or slot >= states.shape[0] or states[slot] != resident:
-            return BAD_SLOT
-        if marks[slot] == epoch:
-            return DUPLICATE
-        marks[slot] = epoch
         grow = num_tokens[i]
-        if grow < 0:
-            return NEGATIVE
+        error = 0
+        if slot < 0 or slot >= states.shape[0] or states[slot] != RESIDENT:
+            error = BAD_SLOT
+        elif marks[slot] == epoch:
+            error = DUPLICATE
+        elif grow < 0:
+            error = NEGATIVE
+        elif lengths[slot] + grow > max_tokens:
+            error = OVER_CONTEXT
+        if error != 0:
+            info[INFO_INDEX] = i  # which entry, for the caller's message
+            return error
+        marks[slot] = epoch
         length = lengths[slot]
-        if length + grow > max_tokens:
-            return OVER_CONTEXT
         tpp = tokens_per_page[slot]
         capacity = num_pages_of[slot] * tpp  # tokens its pages hold (no division: hot loop)
         if length + grow > capacity:
             need += (length + grow - capacity + tpp - 1) // tpp
-        # A partly filled last page shared with a fork is copied before it is written.
-        if grow > 0 and length < capacity and refcount[tables[slot, num_pages_of[slot] - 1]] > 1:
+        # A partly filled last page shared with a fork is copied before it is written (with no
+        # shared page in the pool, the common case, that needs no look at the refcounts).
+        if (counters[SHARED] > 0 and grow > 0 and length < capacity
+                and refcount[tables[slot, num_pages_of[slot] - 1]] > 1):
             need += 1
     if dry_run:
         return need
     if need > counters[FREE]:
-        info[0] = need
+        info[INFO_INDEX] = need
         return NO_PAGES
     num_cow = 0
     for i in range(slots.shape[0]):
@@ -70,11 +82,14 @@ def append_batch(refcount, free_stack, counters, tables, num_pages_of, lengths, 
         length = lengths[slot]
         last = num_pages_of[slot] - 1
         capacity = num_pages_of[slot] * tpp
-        if grow > 0 and length < capacity and refcount[tables[slot, last]] > 1:
+        if (counters[SHARED] > 0 and grow > 0 and length < capacity
+                and refcount[tables[slot, last]] > 1):
             counters[FREE] -= 1
             fresh = free_stack[counters[FREE]]
             shared = tables[slot, last]
             refcount[shared] -= 1
+            if refcount[shared] == 1:
+                counters[SHARED] -= 1
             refcount[fresh] = 1
             tables[slot, last] = fresh
             cow_out[num_cow, 0] = shared  # the caller copies the page's contents
@@ -128,17 +143,21 @@ def release_slot(refcount, free_stack, counters, tables, num_pages_of, slot, kee
         if refcount[page] == 0:
             free_stack[counters[FREE]] = page
             counters[FREE] += 1
+        elif refcount[page] == 1:
+            counters[SHARED] -= 1
         tables[slot, i] = -1
     num_pages_of[slot] = keep
 
 
 @kernel
-def share(refcount, tables, num_pages_of, lengths, tokens_per_page, src, dst):
+def share(refcount, counters, tables, num_pages_of, lengths, tokens_per_page, src, dst):
     """Give slot `dst` the pages of slot `src`, each page's refcount raised by one."""
     for i in range(num_pages_of[src]):
         page = tables[src, i]
         tables[dst, i] = page
         refcount[page] += 1
+        if refcount[page] == 2:
+            counters[SHARED] += 1
     num_pages_of[dst] = num_pages_of[src]
     lengths[dst] = lengths[src]
     tokens_per_page[dst] = tokens_per_page[src]

@@ -38,6 +38,7 @@ class RequestState(IntEnum):
 # The states as plain ints for the hot paths: comparing NumPy scalars with an IntEnum member
 # goes through the enum machinery and costs about a microsecond each time.
 _FREE, _RESIDENT, _SPILLED = (int(state) for state in RequestState)
+assert K.RESIDENT == _RESIDENT  # the kernels read the state as a constant
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,11 @@ class PoolStats:
     num_resident: int
     num_spilled: int
     num_spilled_pages: int  # pages held in the CPU tier
+
+
+_INT32 = np.dtype(np.int32)  # dtypes of built-in types are singletons: `is` compares cheaply
+_NO_COPIES = np.empty((0, 2), dtype=np.int32)  # what a growth without copy-on-write returns
+_NO_COPIES.flags.writeable = False
 
 
 def _pages_for(num_tokens: int, tokens_per_page: int) -> int:
@@ -91,11 +97,12 @@ class PagePool:
         self.refcount = np.zeros(self.num_pages, dtype=np.int32)
         # Pages come off the top: page 0 first.
         self.free_stack = np.arange(self.num_pages - 1, -1, -1, dtype=np.int32)
-        self.counters = np.array([self.num_pages], dtype=np.int64)
-        self._error_info = np.zeros(1, dtype=np.int64)  # filled by a kernel that refuses
-        self._epoch = 0  # batch counter for the duplicate check in `append_batch`
+        self.counters = np.array([self.num_pages, 0], dtype=np.int64)  # free, shared pages
+        # append_batch's [error index, batch counter, max context]; see its docstring
+        self._info = np.array([0, 0, self.max_context], dtype=np.int64)
         self._cow = np.empty((64, 2), dtype=np.int32)  # reused output of copy-on-write pairs
         self._uniform = np.empty(64, dtype=np.int32)  # reused token counts of a uniform batch
+        self._uniform_value = None  # the count `_uniform` holds
         self.max_pages_per_request = _pages_for(self.max_context, self.page_size)
         self._slot_of: dict[int, int] = {}
         self._free_slots: list[int] = []
@@ -154,7 +161,7 @@ class PagePool:
         # attribute look-ups (rebound here whenever the slot arrays are reallocated).
         self._state = (self.refcount, self.free_stack, self.counters, self.tables,
                        self.num_pages_of, self.lengths, self.tokens_per_page, self.states,
-                       _RESIDENT, self._marks)
+                       self._marks)
         self._free_slots.extend(range(num_slots - 1, old - 1, -1))
 
     def reserve_slots(self, num_requests: int) -> None:
@@ -310,16 +317,20 @@ class PagePool:
         The hot path of a decode step: one Numba call checks and grows the whole batch.
         Returns the copy-on-write pairs as an `(n, 2)` int32 array of `(src, dst)` pages.
         """
-        slots = np.asarray(slots)
-        if slots.ndim != 1 or slots.dtype.kind not in "iu":
-            raise KVCacheError("slots", f"{slots.dtype} rank {slots.ndim}",
-                               "must be a one-dimensional integer array")
-        slots = np.ascontiguousarray(slots, dtype=np.int32)
+        if not (type(slots) is np.ndarray and slots.dtype is _INT32 and slots.ndim == 1
+                and slots.flags.c_contiguous):  # the engine's own arrays skip the conversion
+            slots = np.asarray(slots)
+            if slots.ndim != 1 or slots.dtype.kind not in "iu":
+                raise KVCacheError("slots", f"{slots.dtype} rank {slots.ndim}",
+                                   "must be a one-dimensional integer array")
+            slots = np.ascontiguousarray(slots, dtype=np.int32)
         if isinstance(num_tokens, (int, np.integer)):
-            if self._uniform.shape[0] < slots.shape[0]:
-                self._uniform = np.empty(2 * slots.shape[0], dtype=np.int32)
-            tokens = self._uniform[: slots.shape[0]]  # reused: np.full costs microseconds
-            tokens[:] = num_tokens
+            if self._uniform.shape[0] < slots.shape[0] or self._uniform_value != num_tokens:
+                # reused while the count repeats (a decode step is all 1s): np.full costs us
+                self._uniform = np.full(max(2 * slots.shape[0], self._uniform.shape[0]),
+                                        num_tokens, dtype=np.int32)
+                self._uniform_value = num_tokens
+            tokens = self._uniform[: slots.shape[0]]
         else:
             tokens = np.ascontiguousarray(num_tokens, dtype=np.int32)
             if tokens.shape != slots.shape:
@@ -328,22 +339,20 @@ class PagePool:
 
     def _run_append(self, slots: np.ndarray, tokens: np.ndarray, dry_run: bool,
                     cow: np.ndarray) -> int:
-        self._epoch += 1
-        return K.append_batch(*self._state, self._epoch, slots, tokens, self.max_context,
-                              dry_run, cow, self._error_info)
+        return K.append_batch(*self._state, slots, tokens, dry_run, cow, self._info)
 
     def _grow_slots(self, slots: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         if self._cow.shape[0] < slots.shape[0]:
             self._cow = np.empty((2 * slots.shape[0], 2), dtype=np.int32)
         done = self._run_append(slots, tokens, False, self._cow)
         if done == 0:
-            return self._cow[:0]
+            return _NO_COPIES
         if done > 0:
             copies = self._cow[:done].copy()  # (src, dst) page pairs; the buffer is reused
             if self.storage is not None:
                 self.storage.on_copy(copies)
             return copies
-        i = int(self._error_info[0])
+        i = int(self._info[K.INFO_INDEX])
         if done == K.NO_PAGES:
             raise CapacityError("num_tokens", int(tokens.sum()), f"growing {slots.shape[0]} "
                                 f"request(s) needs {i} pages, {self.num_free_pages} are free")
@@ -392,8 +401,8 @@ class PagePool:
         src = self._resident_slot(src_id)
         dst = self._new_slot(dst_id)
         self._bind(dst_id, dst)
-        K.share(self.refcount, self.tables, self.num_pages_of, self.lengths, self.tokens_per_page,
-                src, dst)
+        K.share(self.refcount, self.counters, self.tables, self.num_pages_of, self.lengths,
+                self.tokens_per_page, src, dst)
         if self.storage is not None:
             self.storage.on_fork(src_id, dst_id)
         return self.page_table(dst_id)

@@ -136,6 +136,7 @@ class PoolMachine(RuleBasedStateMachine):
         for page in range(NUM_PAGES):
             assert pool.refcount[page] == holders[page]
             assert (page in free) == (holders[page] == 0)
+        assert pool.counters[1] == sum(count >= 2 for count in holders.values())  # shared
 
     @invariant()
     def lengths_and_page_counts_match_the_model(self):
