@@ -28,21 +28,23 @@ NEGATIVE = -5  # a negative token count
 
 @kernel
 def append_batch(refcount, free_stack, counters, tables, num_pages_of, lengths, tokens_per_page,
-                 states, marks, slots, num_tokens, dry_run, cow_out, info):
+                 states, marks, slots, num_tokens, dry_run, cow_out, pending, info):
     """Grow every `slots[i]` by `num_tokens[i]`, all or nothing; returns copies or an error code.
 
-    Everything is checked before anything changes; with `dry_run` nothing changes and the
-    return value is the number of free pages the growth needs. `info` holds
-    [INFO_INDEX, INFO_EPOCH, INFO_MAX_TOKENS]: where an error is reported, the batch counter
-    (`marks[slot] == epoch` flags a slot already seen in this batch; a fresh epoch per call
-    avoids clearing `marks`), and the longest a request may grow. Few arguments on purpose:
-    Numba's dispatch costs per argument, and this runs every decode step.
-    Its one helper, `take_pages`, is inlined: a real call per element would cost more than the
-    work (see `refimpl._numba.inline_kernel`).
+    One pass checks each entry and, where its last page has room (most of a decode step),
+    grows it at once; entries that need pages wait in `pending` for a second pass, which runs
+    only when the whole batch fits. A refusal undoes the growths already made, so a failed
+    call changes nothing. With `dry_run` nothing changes and the return value is the number of
+    free pages the growth needs. `info` holds [INFO_INDEX, INFO_EPOCH, INFO_MAX_TOKENS]: where
+    an error is reported, the batch counter (`marks[slot] == epoch` flags a slot already seen
+    in this batch; a fresh epoch per call avoids clearing `marks`), and the longest a request
+    may grow. Few arguments on purpose: Numba's dispatch costs per argument, and this runs
+    every decode step.
     """
     info[INFO_EPOCH] += 1
     epoch, max_tokens = info[INFO_EPOCH], info[INFO_MAX_TOKENS]
     need = 0
+    num_pending = 0
     for i in range(slots.shape[0]):
         slot = slots[i]
         grow = num_tokens[i]
@@ -56,32 +58,37 @@ def append_batch(refcount, free_stack, counters, tables, num_pages_of, lengths, 
         elif lengths[slot] + grow > max_tokens:
             error = OVER_CONTEXT
         if error != 0:
+            _undo(slots, num_tokens, lengths, pending, num_pending, i, dry_run)
             info[INFO_INDEX] = i  # which entry, for the caller's message
             return error
         marks[slot] = epoch
         length = lengths[slot]
         tpp = tokens_per_page[slot]
         capacity = num_pages_of[slot] * tpp  # tokens its pages hold (no division: hot loop)
-        if length + grow > capacity:
-            need += (length + grow - capacity + tpp - 1) // tpp
         # A partly filled last page shared with a fork is copied before it is written (with no
         # shared page in the pool, the common case, that needs no look at the refcounts).
-        if (counters[SHARED] > 0 and grow > 0 and length < capacity
-                and refcount[tables[slot, num_pages_of[slot] - 1]] > 1):
-            need += 1
+        copy = (counters[SHARED] > 0 and grow > 0 and length < capacity
+                and refcount[tables[slot, num_pages_of[slot] - 1]] > 1)
+        if length + grow > capacity or copy:
+            need += (max(length + grow - capacity, 0) + tpp - 1) // tpp + (1 if copy else 0)
+            pending[num_pending] = i
+            num_pending += 1
+        elif not dry_run:
+            lengths[slot] = length + grow  # room in its last page: grown now
     if dry_run:
         return need
     if need > counters[FREE]:
+        _undo(slots, num_tokens, lengths, pending, num_pending, slots.shape[0], dry_run)
         info[INFO_INDEX] = need
         return NO_PAGES
     num_cow = 0
-    for i in range(slots.shape[0]):
+    for k in range(num_pending):
+        i = pending[k]
         slot = slots[i]
         grow = num_tokens[i]
-        tpp = tokens_per_page[slot]
         length = lengths[slot]
         last = num_pages_of[slot] - 1
-        capacity = num_pages_of[slot] * tpp
+        capacity = num_pages_of[slot] * tokens_per_page[slot]
         if (counters[SHARED] > 0 and grow > 0 and length < capacity
                 and refcount[tables[slot, last]] > 1):
             counters[FREE] -= 1
@@ -95,12 +102,22 @@ def append_batch(refcount, free_stack, counters, tables, num_pages_of, lengths, 
             cow_out[num_cow, 0] = shared  # the caller copies the page's contents
             cow_out[num_cow, 1] = fresh
             num_cow += 1
-        if length + grow > capacity:  # a fresh page: rare in a decode step
-            take_pages(refcount, free_stack, counters, tables, num_pages_of, lengths,
-                       tokens_per_page, slot, grow)
-        else:  # room in the last page: skip the helper, whose 7 array arguments cost more
-            lengths[slot] = length + grow
+        take_pages(refcount, free_stack, counters, tables, num_pages_of, lengths,
+                   tokens_per_page, slot, grow)
     return num_cow
+
+
+@kernel
+def _undo(slots, num_tokens, lengths, pending, num_pending, upto, dry_run):
+    """Take back the growths `append_batch` made at once for entries before `upto`."""
+    if dry_run:
+        return
+    k = 0
+    for j in range(upto):
+        if k < num_pending and pending[k] == j:
+            k += 1  # a pending entry: never grown
+            continue
+        lengths[slots[j]] -= num_tokens[j]
 
 
 @inline_kernel

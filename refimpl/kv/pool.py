@@ -100,6 +100,7 @@ class PagePool:
         self.counters = np.array([self.num_pages, 0], dtype=np.int64)  # free, shared pages
         # append_batch's [error index, batch counter, max context]; see its docstring
         self._info = np.array([0, 0, self.max_context], dtype=np.int64)
+        self._pending = np.empty(64, dtype=np.int32)  # append_batch's scratch: entries to grow
         self._cow = np.empty((64, 2), dtype=np.int32)  # reused output of copy-on-write pairs
         self._uniform = np.empty(64, dtype=np.int32)  # reused token counts of a uniform batch
         self._uniform_value = None  # the count `_uniform` holds
@@ -339,7 +340,10 @@ class PagePool:
 
     def _run_append(self, slots: np.ndarray, tokens: np.ndarray, dry_run: bool,
                     cow: np.ndarray) -> int:
-        return K.append_batch(*self._state, slots, tokens, dry_run, cow, self._info)
+        if self._pending.shape[0] < slots.shape[0]:
+            self._pending = np.empty(2 * slots.shape[0], dtype=np.int32)
+        return K.append_batch(*self._state, slots, tokens, dry_run, cow, self._pending,
+                              self._info)
 
     def _grow_slots(self, slots: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         if self._cow.shape[0] < slots.shape[0]:
