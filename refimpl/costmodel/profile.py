@@ -18,11 +18,12 @@ import numpy as np
 from refimpl._version import __version__
 from refimpl.config import ModelConfig
 from refimpl.config.probe import machine_fingerprint
-from refimpl.costmodel._timing import Progress, time_calls
+from refimpl.costmodel._timing import time_calls
 from refimpl.costmodel.candidates import PHASES, AttentionDims, Candidate, enumerate_candidates
 from refimpl.costmodel.gemm import GemmProfile, profile_gemm
 from refimpl.errors import ConfigError
 from refimpl.kernels import chunk_attention, decode_attention, prefill_attention
+from refimpl.report.progress import ProgressBar
 
 __all__ = ["MODES", "ProfileMode", "ProfileResult", "Sample", "candidates_of", "run_profile"]
 
@@ -163,20 +164,24 @@ def run_profile(model: ModelConfig, mode: str | ProfileMode = "quick", *,
     rng = np.random.default_rng(seed)
     start = time.perf_counter()
     points, skipped = _plan(mode, dims)
-    bar = Progress(len(points), progress)
+    bar = ProgressBar("profile") if progress else _no_progress
     samples = []
     for done, (phase, batch, seq_len) in enumerate(points, 1):
         if time.perf_counter() - start > budget_s:
             skipped.append((phase, batch, seq_len))
-            bar.show(done, "over budget: skipped")
+            bar(done, len(points), "over budget: skipped")
             continue
         run = _inputs(phase, dims, batch, seq_len, rng)
         for cand in candidates_of(mode, phase, dims):
             median, fastest = time_calls(functools.partial(run, cand), mode.repeats,
                                          mode.max_point_s)
             samples.append(Sample(phase, cand.name, batch, seq_len, median, fastest))
-        bar.show(done, f"{phase} B={batch} T={seq_len}")
+        bar(done, len(points), f"{phase} B={batch} T={seq_len}")
     gemm = profile_gemm(model, mode.gemm_tokens, repeats=mode.repeats, rng=rng)  # ~1 s
     return ProfileResult(model=model, dims=dims, mode=mode.name, samples=samples, gemm=gemm,
                          fingerprint=machine_fingerprint(), duration_s=time.perf_counter() - start,
                          skipped=skipped)
+
+
+def _no_progress(done: int, total: int, detail: str = "") -> None:
+    """The progress callback when no bar is wanted."""

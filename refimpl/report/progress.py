@@ -10,7 +10,8 @@ __all__ = ["ProgressBar"]
 
 
 class ProgressBar:
-    """Callable as `bar(done, total)`; draws `label [#####     ] done/total` in place."""
+    """Callable as `bar(done, total, detail="")`; draws `label [#####     ] done/total detail
+    elapsed` in place (for simulations, profiles, any loop that knows its length)."""
 
     def __init__(self, label: str, stream: TextIO | None = None, width: int = 30,
                  interval_s: float = 0.2) -> None:
@@ -19,8 +20,9 @@ class ProgressBar:
         self.width = width
         self.interval_s = interval_s
         self._last_draw = -float("inf")
+        self._start = time.monotonic()
 
-    def __call__(self, done: int, total: int) -> None:
+    def __call__(self, done: int, total: int, detail: str = "") -> None:
         now = time.monotonic()
         if done < total and now - self._last_draw < self.interval_s:
             return
@@ -28,5 +30,7 @@ class ProgressBar:
         filled = self.width * done // max(total, 1)
         bar = "#" * filled + " " * (self.width - filled)
         end = "\n" if done >= total else ""
-        self.stream.write(f"\r{self.label} [{bar}] {done}/{total}{end}")
+        elapsed_s = now - self._start
+        self.stream.write(f"\r{self.label} [{bar}] {done}/{total} {detail:<28} "
+                          f"{elapsed_s:6.1f} s{end}")
         self.stream.flush()
