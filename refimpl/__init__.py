@@ -12,9 +12,8 @@ Importing refimpl is cheap: configs and errors load at once, everything that nee
 
 from __future__ import annotations
 
-import importlib
-
 from refimpl import errors
+from refimpl._lazy import lazy_getattr
 from refimpl._version import __version__
 from refimpl.config import SLO, HardwareSpec, ModelConfig, PriorityClass
 from refimpl.errors import RefimplError
@@ -48,10 +47,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'refimpl' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 def __dir__() -> list[str]:

@@ -9,8 +9,7 @@ import no Numba; the names that need the kernels load on first use.
 
 from __future__ import annotations
 
-import importlib
-
+from refimpl._lazy import lazy_getattr
 from refimpl.costmodel.calibrate import Calibrator
 from refimpl.costmodel.pareto import fastest, pareto_mask
 from refimpl.costmodel.step import (
@@ -54,7 +53,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        return getattr(importlib.import_module(f"refimpl.costmodel.{_LAZY[name]}"), name)
-    raise AttributeError(f"module 'refimpl.costmodel' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, {name: f".{module}" for name, module in _LAZY.items()})

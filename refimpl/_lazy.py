@@ -1,0 +1,20 @@
+"""Names a package exports but loads on first use (PEP 562), so importing it stays cheap."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+
+__all__ = ["lazy_getattr"]
+
+
+def lazy_getattr(package: str, modules: Mapping[str, str]) -> Callable[[str], object]:
+    """A module `__getattr__` that imports `modules[name]` (absolute, or relative to
+    `package` when it starts with '.') the first time `name` is asked for."""
+
+    def __getattr__(name: str) -> object:
+        if name in modules:
+            return getattr(importlib.import_module(modules[name], package), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__
