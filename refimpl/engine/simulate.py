@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from refimpl.admission import AdmissionController
-from refimpl.config import HardwareSpec, ModelConfig, dtype_bytes
+from refimpl.config import SLO, HardwareSpec, ModelConfig, dtype_bytes
 from refimpl.costmodel.step import StepTimeModel, step_time_model
 from refimpl.engine.engine import Engine, Progress
 from refimpl.engine.executor import SimulatedExecutor
@@ -85,8 +85,6 @@ def cost_table_for(model: ModelConfig, hardware: HardwareSpec):
 
 def requests_from_workload(workload: Workload) -> list[Request]:
     """One `Request` per workload row, ids in arrival order from 0."""
-    from refimpl.config.slo import SLO
-
     slos: dict[tuple[float, float], SLO] = {}
     requests = []
     for i in range(len(workload)):

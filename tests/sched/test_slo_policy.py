@@ -139,6 +139,8 @@ def test_bad_parameters_are_refused():
         SLOPolicy(min_chunk=9000)
     with pytest.raises(ConfigError, match="max_tick_s=0"):
         SLOPolicy(max_tick_s=0)
+    with pytest.raises(ConfigError, match=r"value_mode=5.*choose from: 0, 1"):
+        SLOPolicy(value_mode=5)
     policy = SLOPolicy()
     with pytest.raises(ConfigError, match="step_model=None"):
         policy.bind(KVManager(PagePool(4, 4)))

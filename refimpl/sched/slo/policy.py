@@ -40,7 +40,12 @@ from refimpl.kv.ladder import LadderConfig
 from refimpl.kv.manager import KVManager
 from refimpl.sched.plan import StepPlan
 from refimpl.sched.request import Request, RequestStatus
-from refimpl.sched.slo.knapsack import VALUE_PER_TIME, select_decode_batch, tick_inputs
+from refimpl.sched.slo.knapsack import (
+    VALUE_LATENESS,
+    VALUE_PER_TIME,
+    select_decode_batch,
+    tick_inputs,
+)
 from refimpl.sched.slo.pressure import PressureResponse, Relief
 from refimpl.sched.slo.queues import DecodeSet, PrefillQueue
 
@@ -72,6 +77,9 @@ class SLOPolicy:
         for field in ("min_tick_s", "max_tick_s", "horizon_ticks", "lateness_scale_s",
                       "kv_watermark"):
             positive_real(field, locals()[field])
+        if value_mode not in (VALUE_PER_TIME, VALUE_LATENESS):
+            raise ConfigError("value_mode", value_mode, "w/time or w*lateness",
+                              choices=(VALUE_PER_TIME, VALUE_LATENESS))
         if min_chunk > max_chunk:
             raise ConfigError("min_chunk", min_chunk, f"must be <= max_chunk={max_chunk}")
         if min_tick_s > max_tick_s:
