@@ -5,7 +5,10 @@ serial/parallel pair with `kernel_pair`) instead of calling `numba.njit` itself,
 below holds everywhere:
 
 - `nopython` always; `fastmath` off, because online softmax relies on `-inf` and NaN
-  semantics that `nnan`/`ninf` would break;
+  semantics that `nnan`/`ninf` would break. Float kernels that need their sums vectorized opt
+  in with `fast_float=True`: only the `reassoc` and `contract` flags (a dot product may be
+  summed in SIMD lanes and use FMA; infinities and NaN keep their meaning) and NumPy's error
+  model (a float division by zero gives inf instead of a Python exception check in the loop);
 - `cache=True`, so a kernel compiles once per machine and later processes load it in
   milliseconds; `REFIMPL_NUMBA_CACHE=0` turns the on-disk cache off (useful when editing
   kernels). Where the cache lives is Numba's own `NUMBA_CACHE_DIR` (the test suite and CI point
@@ -21,6 +24,7 @@ itself happens only when a kernel module is imported, never on `import refimpl`.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +33,7 @@ from typing import Any
 import numba
 
 __all__ = [
+    "FAST_FLOAT_FLAGS",
     "KernelPair",
     "cache_enabled",
     "inline_kernel",
@@ -61,20 +66,38 @@ def parallel_default() -> bool:
     return _flag("REFIMPL_PARALLEL", False)
 
 
-def kernel(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Compile `fn` lazily as a serial, cached, nopython kernel."""
-    return numba.njit(cache=cache_enabled(), nogil=True, fastmath=False)(fn)
+def _options(fast_float: bool) -> dict[str, Any]:
+    """Numba options shared by every kernel (see the module docstring)."""
+    options: dict[str, Any] = {"cache": cache_enabled(), "nogil": True, "fastmath": False}
+    if fast_float:
+        options.update(fastmath=set(FAST_FLOAT_FLAGS), error_model="numpy")
+    return options
 
 
-def inline_kernel(fn: Callable[..., Any]) -> Callable[..., Any]:
+# The only fast-math flags refimpl uses: reassociation (SIMD sums) and FMA contraction.
+FAST_FLOAT_FLAGS = frozenset({"reassoc", "contract"})
+
+
+def kernel(fn: Callable[..., Any] | None = None, *, fast_float: bool = False):
+    """Compile `fn` lazily as a serial, cached, nopython kernel (`@kernel` or
+    `@kernel(fast_float=True)`)."""
+    if fn is None:
+        return functools.partial(kernel, fast_float=fast_float)
+    return numba.njit(**_options(fast_float))(fn)
+
+
+def inline_kernel(fn: Callable[..., Any] | None = None, *, fast_float: bool = False):
     """Compile `fn` as a helper that Numba pastes into every kernel calling it.
 
     A call from one compiled function to another updates the reference count of every array
     argument, which costs more than a small helper's work; `inline="always"` inlines the body at
     Numba's IR level, so hot helpers cost nothing and kernels can still be cut into small
-    functions. Called from Python, it runs as an ordinary kernel.
+    functions. Called from Python, it runs as an ordinary kernel. The flags a helper runs with
+    are those of the kernel it is pasted into.
     """
-    return numba.njit(inline="always", cache=cache_enabled(), nogil=True, fastmath=False)(fn)
+    if fn is None:
+        return functools.partial(inline_kernel, fast_float=fast_float)
+    return numba.njit(inline="always", **_options(fast_float))(fn)
 
 
 @dataclass(frozen=True)
@@ -90,13 +113,15 @@ class KernelPair:
         return self.parallel if parallel_default() else self.serial
 
 
-def kernel_pair(fn: Callable[..., Any]) -> KernelPair:
+def kernel_pair(fn: Callable[..., Any] | None = None, *, fast_float: bool = False):
     """Compile `fn` lazily twice: serially and with `prange` loops run in parallel.
 
     Both builds are cached: Numba 0.60+ caches `parallel=True` functions reliably, and CI's
     compile time matters more than the older caching problems other projects worked around.
     """
-    options = {"cache": cache_enabled(), "nogil": True, "fastmath": False}
+    if fn is None:
+        return functools.partial(kernel_pair, fast_float=fast_float)
+    options = _options(fast_float)
     return KernelPair(
         serial=numba.njit(**options)(fn),
         parallel=numba.njit(parallel=True, **options)(fn),

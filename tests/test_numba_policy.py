@@ -41,3 +41,18 @@ def test_kernel_pair_builds_agreeing_serial_and_parallel_variants(monkeypatch):
     assert pair.serial(values) == pair.parallel(values) == values.sum()
     monkeypatch.setenv("REFIMPL_PARALLEL", "1")
     assert pair.default is pair.parallel
+
+
+def _divide(a, b):
+    return a / b
+
+
+def test_fast_float_uses_only_reassociation_and_contraction_and_numpys_error_model(monkeypatch):
+    monkeypatch.setenv("REFIMPL_NUMBA_CACHE", "0")
+    assert sorted(_numba.FAST_FLOAT_FLAGS) == ["contract", "reassoc"]  # never nnan / ninf
+    assert _numba.kernel(fast_float=True)(_divide)(1.0, 0.0) == np.inf
+    with pytest.raises(ZeroDivisionError):  # the default keeps Python's semantics
+        _numba.kernel(_divide)(1.0, 0.0)
+    pair = _numba.kernel_pair(fast_float=True)(_total)
+    values = np.arange(1000, dtype=np.float64)
+    assert pair.serial(values) == pair.parallel(values) == values.sum()

@@ -72,19 +72,19 @@ class Candidate:
         t = self.tiles
         if isinstance(t, PrefillTiles):
             return f"{self.phase}/q{t.tile_q}-k{t.tile_k}-h{t.heads_per_tile}"
+        kv = f"-kv{t.kv_heads_per_tile}" if t.kv_heads_per_tile > 1 else ""
         if self.phase == "decode":
-            return f"{self.phase}/p{t.pages_per_tile}-h{t.heads_per_tile}"
-        return f"{self.phase}/q{t.tile_q}-p{t.pages_per_tile}-h{t.heads_per_tile}"
+            return f"{self.phase}/p{t.pages_per_tile}-h{t.heads_per_tile}{kv}"
+        return f"{self.phase}/q{t.tile_q}-p{t.pages_per_tile}-h{t.heads_per_tile}{kv}"
 
     def params(self) -> dict[str, int]:
         """The tile parameters as plain numbers (what the kernel wrappers take)."""
         t = self.tiles
         if isinstance(t, PrefillTiles):
             return {"tile_q": t.tile_q, "tile_k": t.tile_k, "heads_per_tile": t.heads_per_tile}
-        if self.phase == "decode":
-            return {"pages_per_tile": t.pages_per_tile, "heads_per_tile": t.heads_per_tile}
-        return {"tile_q": t.tile_q, "pages_per_tile": t.pages_per_tile,
-                "heads_per_tile": t.heads_per_tile}
+        paged = {"pages_per_tile": t.pages_per_tile, "heads_per_tile": t.heads_per_tile,
+                 "kv_heads_per_tile": t.kv_heads_per_tile}
+        return paged if self.phase == "decode" else {"tile_q": t.tile_q, **paged}
 
     def sram_bytes(self, dims: AttentionDims) -> int:
         """`mem_sram(k)`: scratch bytes of one work item; the same for every shape."""
@@ -94,7 +94,9 @@ class Candidate:
 
     def _paged_tiles(self) -> PagedTiles:
         t = self.tiles
-        return PagedTiles(1, t.pages_per_tile, t.heads_per_tile) if self.phase == "decode" else t
+        if self.phase == "decode":
+            return PagedTiles(1, t.pages_per_tile, t.heads_per_tile, t.kv_heads_per_tile)
+        return t
 
     def costs(self, dims: AttentionDims, batch: int, seq_len: int) -> KernelCosts:
         """`mem_sram`, `mem_hbm` and FLOPs of one kernel call on shape (B, T) of this phase."""
@@ -120,7 +122,9 @@ class Candidate:
                 num_queries, start, sequences = 1, seq_len - 1, batch
             else:
                 num_queries, start, sequences = batch, seq_len, 1
-        per_tile = sequences * dims.num_q_heads // self.tiles.heads_per_tile
+        kv_heads = 1 if self.phase == "prefill" else self._paged_tiles().kv_heads_per_tile
+        heads_per_item = self.tiles.heads_per_tile * kv_heads
+        per_tile = sequences * dims.num_q_heads // heads_per_item
         q_tiles = key_tiles = 0
         for q0 in range(0, num_queries, tile_q):
             keys = start + min(num_queries, q0 + tile_q)  # causal: up to the tile's last query
@@ -137,7 +141,8 @@ def enumerate_candidates(phase: str, dims: AttentionDims, *,
                          tile_q: tuple[int, ...] = TILE_Q,
                          tile_k: tuple[int, ...] = TILE_K,
                          pages_per_tile: tuple[int, ...] = PAGES_PER_TILE) -> list[Candidate]:
-    """Every candidate of `phase`: tile sizes times the ways to stack a KV group's query heads."""
+    """Every candidate of `phase`: tile sizes times the ways to stack a KV group's query heads
+    (and, for decode, whole groups of all KV heads at once, which stream each page)."""
     if phase not in PHASES:
         raise ConfigError("phase", phase, "unknown phase", choices=PHASES)
     heads = _divisors(dims.group_size)
@@ -145,6 +150,10 @@ def enumerate_candidates(phase: str, dims: AttentionDims, *,
         return [Candidate(phase, PrefillTiles(q, k, h)) for q in tile_q for k in tile_k
                 for h in heads]
     if phase == "decode":
-        return [Candidate(phase, PagedTiles(1, p, h)) for p in pages_per_tile for h in heads]
+        kv_choices = [(h, 1) for h in heads]
+        if dims.num_kv_heads > 1:
+            kv_choices.append((dims.group_size, dims.num_kv_heads))
+        return [Candidate(phase, PagedTiles(1, p, h, kv)) for p in pages_per_tile
+                for h, kv in kv_choices]
     return [Candidate(phase, PagedTiles(q, p, h)) for q in tile_q for p in pages_per_tile
             for h in heads]

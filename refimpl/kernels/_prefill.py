@@ -30,7 +30,7 @@ from refimpl.kernels._tile import (
 from refimpl.kernels.costs import FLOAT_BYTES
 
 
-@kernel_pair
+@kernel_pair(fast_float=True)
 def prefill_kernel(q, k, v, out, tile_q, tile_k, heads_per_tile, causal, counters,
                    num_workers):
     """out = softmax(q k^T / sqrt(d)) v per head, tile by tile.
@@ -50,7 +50,7 @@ def prefill_kernel(q, k, v, out, tile_q, tile_k, heads_per_tile, causal, counter
     scale = np.float32(1.0 / math.sqrt(head_dim))
     num_items = batch * num_kv_heads * chunks * num_q_tiles
     for worker in prange(num_workers):  # one scratch per worker, reused by its items
-        scratch = new_scratch(heads_per_tile * tile_q, tile_k, head_dim)
+        scratch = new_scratch(heads_per_tile * tile_q, tile_k, 1, head_dim)
         for item in range(worker * num_items // num_workers,
                           (worker + 1) * num_items // num_workers):
             q_tile = item % num_q_tiles
@@ -61,19 +61,18 @@ def prefill_kernel(q, k, v, out, tile_q, tile_k, heads_per_tile, causal, counter
             num_rows = heads_per_tile * rows  # stacked rows of the tile GEMMs
             counters[item, SRAM_BYTES] = scratch_bytes(scratch)
             ks_buf, vs_buf, s_buf = scratch[1], scratch[2], scratch[3]
-            qs, pv, o, m, l = start_rows(scratch, num_rows, head_dim)  # noqa: E741
+            qs, pv, o, m, l, alpha = start_rows(scratch, num_rows, head_dim)  # noqa: E741
             q_row0 = (seq_head * group + chunk * heads_per_tile) * seq_len + q0  # == (b, h, q0)
             counters[item, READ_BYTES] += load_queries(qs, q2, q_row0, rows, seq_len, scale)
             kv_row0 = seq_head * seq_len  # key 0 of this sequence and KV head
             key_end = min(seq_len, q0 + rows) if causal else seq_len
             for key0 in range(0, key_end, tile_k):
                 num_keys = min(tile_k, key_end - key0)
-                ks = ks_buf[:num_keys]
-                vs = vs_buf[:num_keys]
-                ks[:] = k2[kv_row0 + key0: kv_row0 + key0 + num_keys]
-                vs[:] = v2[kv_row0 + key0: kv_row0 + key0 + num_keys]
+                ks_buf[:num_keys] = k2[kv_row0 + key0: kv_row0 + key0 + num_keys]
+                vs_buf[:num_keys] = v2[kv_row0 + key0: kv_row0 + key0 + num_keys]
                 counters[item, READ_BYTES] += 2 * FLOAT_BYTES * num_keys * head_dim
-                s = rows_view(s_buf, num_rows, num_keys)
-                attend_tile(qs, ks, vs, s, pv, m, l, o, rows, q0, key0, causal)
+                st = rows_view(s_buf, num_keys, num_rows)
+                attend_tile(qs, ks_buf, vs_buf, tile_k, 1, st, pv, m, l, o, alpha, rows, q0, key0,
+                            causal)
                 counters[item, FLOPS] += 2 * 2 * num_rows * num_keys * head_dim
             counters[item, WRITE_BYTES] += store_rows(out2, o, l, q_row0, rows, seq_len)

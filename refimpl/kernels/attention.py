@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 
@@ -29,6 +30,8 @@ from refimpl.kernels.validate import (
 )
 
 __all__ = ["chunk_attention", "decode_attention", "default_sram_budget", "prefill_attention"]
+
+T = TypeVar("T")
 
 _NO_SCALES = np.zeros((0, 0), np.float32)  # float pages carry no scales
 _NO_TABLE = np.zeros(0, np.float32)  # only FP8 codes need a decode table
@@ -66,24 +69,50 @@ def _run(pair, parallel: bool | None, *args) -> None:
             pair.serial(*args, 1)
 
 
+def _divisor_choices(field: str, given: int | None, total: int, what: str) -> list[int]:
+    """The given count if it divides `total`, else every divisor of `total`, largest first."""
+    if given is None:
+        return [h for h in range(total, 0, -1) if total % h == 0]
+    given = positive_int(field, given)
+    if total % given:
+        raise KernelInputError(field, given, f"must divide the {what} ({total})")
+    return [given]
+
+
+def _plan(choices: list[T], sram_bytes: Callable[[T], int], budget: int | None,
+          describe: Callable[[T], str]) -> T:
+    """The first choice whose scratch fits the budget `S` (default: `default_sram_budget()`)."""
+    budget = default_sram_budget() if budget is None else positive_int("sram_budget_bytes", budget)
+    for choice in choices:
+        if sram_bytes(choice) <= budget:
+            return choice
+    need = sram_bytes(choices[-1])
+    raise CapacityError("sram_bytes", need, f"a tile with {describe(choices[-1])} needs "
+                        f"{need} B of scratch, over the SRAM budget of {budget} B")
+
+
 def _plan_heads(group: int, heads_per_tile: int | None, sram_bytes: Callable[[int], int],
                 budget: int | None) -> int:
     """Query heads per tile: the given number if it fits, else the most that fit the budget."""
-    budget = default_sram_budget() if budget is None else positive_int("sram_budget_bytes", budget)
-    if heads_per_tile is not None:
-        heads_per_tile = positive_int("heads_per_tile", heads_per_tile)
-        if group % heads_per_tile:
-            raise KernelInputError("heads_per_tile", heads_per_tile,
-                                   f"must divide the query heads per KV head ({group})")
-        candidates = [heads_per_tile]
-    else:
-        candidates = [h for h in range(group, 0, -1) if group % h == 0]
-    for heads in candidates:
-        if sram_bytes(heads) <= budget:
-            return heads
-    need = sram_bytes(candidates[-1])
-    raise CapacityError("sram_bytes", need, f"a tile with {candidates[-1]} query head(s) needs "
-                        f"{need} B of scratch, over the SRAM budget of {budget} B")
+    choices = _divisor_choices("heads_per_tile", heads_per_tile, group, "query heads per KV head")
+    return _plan(choices, sram_bytes, budget, lambda h: f"{h} query head(s)")
+
+
+def _plan_paged_heads(group: int, num_kv_heads: int, heads_per_tile: int | None,
+                      kv_heads_per_tile: int | None, sram_bytes: Callable[[int, int], int],
+                      budget: int | None) -> tuple[int, int]:
+    """(query heads per KV head, KV heads) of a paged work item: the most that fit the budget,
+    KV heads beyond one only with whole groups (see `PagedTiles`)."""
+    heads = _divisor_choices("heads_per_tile", heads_per_tile, group, "query heads per KV head")
+    kv_heads = _divisor_choices("kv_heads_per_tile", kv_heads_per_tile, num_kv_heads,
+                                "KV heads")
+    choices = [(h, kv) for h in heads for kv in kv_heads if kv == 1 or h == group]
+    if not choices:
+        raise KernelInputError("kv_heads_per_tile", kv_heads_per_tile,
+                               f"above 1 needs whole groups: heads_per_tile={group}, "
+                               f"not {heads_per_tile}")
+    return _plan(choices, lambda c: sram_bytes(*c), budget,
+                 lambda c: f"{c[0]} query head(s) per KV head and {c[1]} KV head(s)")
 
 
 def _costs(counters: np.ndarray) -> KernelCosts:
@@ -170,7 +199,8 @@ def _check_cache_finite(name: str, cache, pages: np.ndarray, length: int) -> Non
 
 
 def _paged_call(q4, k_cache, v_cache, block_tables, q_starts, tiles: PagedTiles, heads_per_tile,
-           sram_budget_bytes, parallel, check_inputs_finite, return_costs):
+                kv_heads_per_tile, sram_budget_bytes, parallel, check_inputs_finite,
+                return_costs):
     """Validate the paged cache and tables, then run the paged kernel on q4 (B, Hq, C, d)."""
     if type(k_cache) is not type(v_cache) or getattr(k_cache, "fmt", "") != getattr(
             v_cache, "fmt", ""):
@@ -200,20 +230,22 @@ def _paged_call(q4, k_cache, v_cache, block_tables, q_starts, tiles: PagedTiles,
         for b, pages in enumerate(used):
             _check_cache_finite("k_cache", k_cache, pages, int(context_lens[b]))
             _check_cache_finite("v_cache", v_cache, pages, int(context_lens[b]))
-    heads = _plan_heads(num_q_heads // num_kv_heads, heads_per_tile,
-                        lambda h: PagedTiles(tiles.tile_q, tiles.pages_per_tile, h)
-                        .sram_bytes(head_dim, page_size), sram_budget_bytes)
-    num_items = batch * num_q_heads // heads * -(-num_queries // tiles.tile_q)
+    heads, kv_heads = _plan_paged_heads(
+        num_q_heads // num_kv_heads, num_kv_heads, heads_per_tile, kv_heads_per_tile,
+        lambda h, kv: PagedTiles(tiles.tile_q, tiles.pages_per_tile, h, kv)
+        .sram_bytes(head_dim, page_size), sram_budget_bytes)
+    num_items = batch * num_q_heads // (heads * kv_heads) * -(-num_queries // tiles.tile_q)
     out = np.empty_like(q4)
     counters = np.zeros((num_items, NUM_COUNTERS), np.int64)
     _run(_paged.paged_kernel, parallel, q4, k_codes, v_codes, k_scales, v_scales, table,
-         block_tables, q_starts, out, tiles.tile_q, tiles.pages_per_tile, heads, counters)
+         block_tables, q_starts, out, tiles.tile_q, tiles.pages_per_tile, heads, kv_heads,
+         counters)
     return out, (_costs(counters) if return_costs else None)
 
 
 def decode_attention(q, k_cache, v_cache, block_tables, context_lens, *, pages_per_tile=4,
-                     heads_per_tile=None, sram_budget_bytes=None, parallel=None,
-                     check_inputs_finite=True, return_costs=False):
+                     heads_per_tile=None, kv_heads_per_tile=None, sram_budget_bytes=None,
+                     parallel=None, check_inputs_finite=True, return_costs=False):
     """One decode step: each sequence's newest query over its whole paged context.
 
     Args:
@@ -223,6 +255,8 @@ def decode_attention(q, k_cache, v_cache, block_tables, context_lens, *, pages_p
         block_tables: (B, max_pages) integer page ids, in order; pages need not be contiguous.
         context_lens: (B,) tokens of each sequence, including the new one (>= 1).
         pages_per_tile: KV pages gathered into one scratch tile.
+        kv_heads_per_tile: KV heads gathered together (see `PagedTiles`); None, like
+            heads_per_tile, picks the most that fit the budget.
         heads_per_tile, sram_budget_bytes, parallel, check_inputs_finite, return_costs: as in
             `prefill_attention` (only the pages in use are checked for NaN).
 
@@ -239,15 +273,15 @@ def decode_attention(q, k_cache, v_cache, block_tables, context_lens, *, pages_p
         raise KernelInputError(f"context_lens[{b}]", int(context_lens[b]), "must be >= 1")
     tiles = PagedTiles(1, positive_int("pages_per_tile", pages_per_tile))
     out, costs = _paged_call(q[:, :, None, :], k_cache, v_cache, block_tables, context_lens - 1,
-                        tiles, heads_per_tile, sram_budget_bytes, parallel, check_inputs_finite,
-                        return_costs)
+                             tiles, heads_per_tile, kv_heads_per_tile, sram_budget_bytes,
+                             parallel, check_inputs_finite, return_costs)
     out = out[:, :, 0, :]  # (B, Hq, d)
     return (out, costs) if return_costs else out
 
 
 def chunk_attention(q, k_cache, v_cache, block_table, start, *, tile_q=64, pages_per_tile=4,
-                    heads_per_tile=None, sram_budget_bytes=None, parallel=None,
-                    check_inputs_finite=True, return_costs=False):
+                    heads_per_tile=None, kv_heads_per_tile=None, sram_budget_bytes=None,
+                    parallel=None, check_inputs_finite=True, return_costs=False):
     """Chunked prefill: queries at positions [start, start + C) of one request, causally over
     its paged KV (the prefix and the chunk itself, already written to the pages).
 
@@ -257,8 +291,8 @@ def chunk_attention(q, k_cache, v_cache, block_table, start, *, tile_q=64, pages
         block_table: (max_pages,) the request's page ids, in order.
         start: position of the chunk's first query (tokens already prefilled).
         tile_q, pages_per_tile: query positions and KV pages per tile.
-        heads_per_tile, sram_budget_bytes, parallel, check_inputs_finite, return_costs: as in
-            `prefill_attention`.
+        heads_per_tile, kv_heads_per_tile, sram_budget_bytes, parallel, check_inputs_finite,
+            return_costs: as in `decode_attention`.
 
     Returns:
         (Hq, C, d) float32, or (output, KernelCosts) with `return_costs`.
@@ -270,6 +304,7 @@ def chunk_attention(q, k_cache, v_cache, block_table, start, *, tile_q=64, pages
     tiles = PagedTiles(positive_int("tile_q", tile_q), positive_int("pages_per_tile",
                                                                     pages_per_tile))
     out, costs = _paged_call(q[None], k_cache, v_cache, block_table[None],
-                        np.array([start], np.int32), tiles, heads_per_tile, sram_budget_bytes,
-                        parallel, check_inputs_finite, return_costs)
+                             np.array([start], np.int32), tiles, heads_per_tile,
+                             kv_heads_per_tile, sram_budget_bytes, parallel, check_inputs_finite,
+                             return_costs)
     return (out[0], costs) if return_costs else out[0]

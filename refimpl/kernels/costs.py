@@ -54,14 +54,15 @@ def _positive(field: str, value: int) -> None:
         raise KernelInputError(field, value, "must be an integer >= 1")
 
 
-def scratch_bytes(rows: int, keys: int, head_dim: int) -> int:
-    """Scratch of one work item: `rows` query rows against a tile of `keys` keys."""
+def scratch_bytes(rows: int, keys: int, head_dim: int, kv_heads: int = 1) -> int:
+    """Scratch of one work item: `rows` query rows against tiles of `keys` keys of each of its
+    `kv_heads` KV heads."""
     floats = (
         rows * head_dim  # Q tile, pre-scaled
-        + 2 * keys * head_dim  # K and V tiles
+        + 2 * kv_heads * keys * head_dim  # K and V tiles
         + rows * keys  # scores, overwritten by probabilities
         + 2 * rows * head_dim  # output accumulator and the P @ V product
-        + 2 * rows  # running max and running sum per row
+        + 3 * rows  # running max, running sum and rescale factor per row
     )
     return FLOAT_BYTES * floats
 
@@ -90,24 +91,33 @@ class PrefillTiles:
 
 @dataclass(frozen=True)
 class PagedTiles:
-    """A decode / chunked-prefill candidate over paged KV: whole pages per key tile."""
+    """A decode / chunked-prefill candidate over paged KV: whole pages per key tile.
+
+    `kv_heads_per_tile` > 1 (with whole KV groups, `heads_per_tile == Hq // Hkv`) gathers
+    several KV heads of each page at once: their rows sit side by side in a page, so reading
+    them together streams the page instead of striding through it.
+    """
 
     tile_q: int = 64  # query positions per tile (decode has one)
     pages_per_tile: int = 4  # KV pages per key tile
     heads_per_tile: int = 1  # query heads stacked into one tile; divides Hq // Hkv
+    kv_heads_per_tile: int = 1  # KV heads gathered into one work item; divides Hkv
 
     def __post_init__(self) -> None:
         _positive("tile_q", self.tile_q)
         _positive("pages_per_tile", self.pages_per_tile)
         _positive("heads_per_tile", self.heads_per_tile)
+        _positive("kv_heads_per_tile", self.kv_heads_per_tile)
 
     def sram_bytes(self, head_dim: int, page_size: int) -> int:
         """Scratch working set of one work item."""
         keys = self.pages_per_tile * page_size
-        return scratch_bytes(self.heads_per_tile * self.tile_q, keys, head_dim)
+        rows = self.kv_heads_per_tile * self.heads_per_tile * self.tile_q
+        return scratch_bytes(rows, keys, head_dim, self.kv_heads_per_tile)
 
 
-def _check_group(heads_per_tile: int, num_q_heads: int, num_kv_heads: int) -> int:
+def _check_group(heads_per_tile: int, num_q_heads: int, num_kv_heads: int,
+                 kv_heads_per_tile: int = 1) -> int:
     """Work items per KV head: `(Hq // Hkv) // heads_per_tile`."""
     if num_q_heads % num_kv_heads:
         raise KernelInputError("num_q_heads", num_q_heads, f"not a multiple of {num_kv_heads=}")
@@ -115,6 +125,13 @@ def _check_group(heads_per_tile: int, num_q_heads: int, num_kv_heads: int) -> in
     if group % heads_per_tile:
         raise KernelInputError("heads_per_tile", heads_per_tile,
                                f"must divide the query heads per KV head ({group})")
+    if num_kv_heads % kv_heads_per_tile:
+        raise KernelInputError("kv_heads_per_tile", kv_heads_per_tile,
+                               f"must divide the KV heads ({num_kv_heads})")
+    if kv_heads_per_tile > 1 and heads_per_tile != group:
+        raise KernelInputError("kv_heads_per_tile", kv_heads_per_tile,
+                               f"above 1 needs whole groups: heads_per_tile={group}, "
+                               f"not {heads_per_tile}")
     return group // heads_per_tile
 
 
@@ -146,7 +163,8 @@ def paged_costs(tiles: PagedTiles, *, context_lens: Sequence[int], num_queries: 
     `kv_bytes` is the bytes per cached element: 4 for float32 pages, 1 for INT8 or FP8 pages,
     which also read one float32 scale per (page, KV head) for K and for V.
     """
-    chunks = _check_group(tiles.heads_per_tile, num_q_heads, num_kv_heads)
+    kv_heads = tiles.kv_heads_per_tile
+    chunks = _check_group(tiles.heads_per_tile, num_q_heads, num_kv_heads, kv_heads)
     scale_bytes = 0 if kv_bytes == FLOAT_BYTES else FLOAT_BYTES
     reads = flops = 0
     for context_len in context_lens:
@@ -155,10 +173,10 @@ def paged_costs(tiles: PagedTiles, *, context_lens: Sequence[int], num_queries: 
             rows = min(tiles.tile_q, num_queries - q0)
             keys = start + q0 + rows  # causal: keys up to the tile's last query
             pages = -(-keys // page_size)
-            reads += 2 * keys * head_dim * kv_bytes  # K and V rows
-            reads += pages * (PAGE_ID_BYTES + 2 * scale_bytes)  # page ids, K and V scales
-            flops += 2 * 2 * tiles.heads_per_tile * rows * keys * head_dim
-    items = num_kv_heads * chunks  # work items per (sequence, query tile)
+            reads += 2 * kv_heads * keys * head_dim * kv_bytes  # K and V rows
+            reads += pages * (PAGE_ID_BYTES + 2 * kv_heads * scale_bytes)  # ids, K/V scales
+            flops += 2 * 2 * kv_heads * tiles.heads_per_tile * rows * keys * head_dim
+    items = num_kv_heads // kv_heads * chunks  # work items per (sequence, query tile)
     qo_bytes = len(context_lens) * num_q_heads * num_queries * head_dim * FLOAT_BYTES
     return KernelCosts(
         sram_bytes=tiles.sram_bytes(head_dim, page_size),
@@ -172,7 +190,8 @@ def decode_costs(tiles: PagedTiles, *, context_lens: Sequence[int], num_q_heads:
                  num_kv_heads: int, head_dim: int, page_size: int,
                  kv_bytes: int = FLOAT_BYTES) -> KernelCosts:
     """Costs of `decode_attention`: one query per sequence (`tiles.tile_q` plays no part)."""
-    return paged_costs(PagedTiles(1, tiles.pages_per_tile, tiles.heads_per_tile),
+    return paged_costs(PagedTiles(1, tiles.pages_per_tile, tiles.heads_per_tile,
+                                  tiles.kv_heads_per_tile),
                        context_lens=context_lens, num_queries=1, num_q_heads=num_q_heads,
                        num_kv_heads=num_kv_heads, head_dim=head_dim, page_size=page_size,
                        kv_bytes=kv_bytes)

@@ -7,6 +7,7 @@ import pytest
 from refimpl.costmodel.candidates import PHASES, AttentionDims, Candidate, enumerate_candidates
 from refimpl.errors import ConfigError
 from refimpl.kernels import PrefillTiles
+from refimpl.kernels.costs import PAGE_ID_BYTES
 
 DIMS = AttentionDims(num_q_heads=32, num_kv_heads=8, head_dim=128)
 FLOAT_BYTES = 4
@@ -48,8 +49,20 @@ def test_every_phase_enumerates_distinct_named_candidates():
 
 def test_more_stacked_heads_read_kv_fewer_times():
     one, four = (Candidate("decode", c.tiles) for c in enumerate_candidates("decode", DIMS)
-                 if c.tiles.pages_per_tile == 4 and c.tiles.heads_per_tile in (1, 4))
+                 if c.tiles.pages_per_tile == 4 and c.tiles.heads_per_tile in (1, 4)
+                 and c.tiles.kv_heads_per_tile == 1)
     assert four.costs(DIMS, 8, 4096).hbm_bytes < one.costs(DIMS, 8, 4096).hbm_bytes
+
+
+def test_decode_offers_all_kv_heads_at_once_which_reads_each_page_id_once():
+    by_name = {c.name: c for c in enumerate_candidates("decode", DIMS)}
+    kv = DIMS.num_kv_heads
+    whole, apart = by_name[f"decode/p4-h{DIMS.group_size}-kv{kv}"], by_name["decode/p4-h4"]
+    assert whole.params()["kv_heads_per_tile"] == kv
+    pages = 8 * 4096 // DIMS.page_size
+    saved = apart.costs(DIMS, 8, 4096).hbm_bytes - whole.costs(DIMS, 8, 4096).hbm_bytes
+    assert saved == pages * (kv - 1) * PAGE_ID_BYTES  # ids once per page, not per KV head
+    assert whole.tile_steps(DIMS, 8, 4096)[0] == 8  # one work item per sequence
 
 
 def test_tile_steps_count_causal_key_tiles():

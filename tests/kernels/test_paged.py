@@ -68,23 +68,51 @@ def test_serial_and_parallel_paged_kernels_agree_exactly(rng):
 
 
 @pytest.mark.numba
-@pytest.mark.parametrize("tiles", [PagedTiles(1, 1, 1), PagedTiles(1, 3, 4)], ids=str)
+@pytest.mark.parametrize("tiles", [PagedTiles(1, 1, 1), PagedTiles(1, 3, 4),
+                                   PagedTiles(1, 2, 4, 2)], ids=str)
 def test_decode_counted_traffic_equals_the_analytic_costs(rng, tiles):
     _, _, k_cache, v_cache, tables = paged_kv(rng, 3, 2, 41, 64)
     lens = np.array([41, 3, 20], np.int32)
     _, counted = decode_attention(randn(rng, 3, 8, 64), k_cache, v_cache, tables, lens,
                                   pages_per_tile=tiles.pages_per_tile,
-                                  heads_per_tile=tiles.heads_per_tile, return_costs=True)
+                                  heads_per_tile=tiles.heads_per_tile,
+                                  kv_heads_per_tile=tiles.kv_heads_per_tile, return_costs=True)
     assert counted == decode_costs(tiles, context_lens=lens.tolist(), num_q_heads=8,
                                    num_kv_heads=2, head_dim=64, page_size=PAGE_SIZE)
 
 
 @pytest.mark.numba
-@pytest.mark.parametrize("tiles", [PagedTiles(4, 1, 2), PagedTiles(64, 2, 4)], ids=str)
+@pytest.mark.parametrize("tiles", [PagedTiles(4, 1, 2), PagedTiles(64, 2, 4),
+                                   PagedTiles(8, 1, 4, 2)], ids=str)
 def test_chunk_counted_traffic_equals_the_analytic_costs(rng, tiles):
     _, _, k_cache, v_cache, tables = paged_kv(rng, 1, 2, 41, 64)
     _, counted = chunk_attention(randn(rng, 8, 19, 64), k_cache, v_cache, tables[0], 22,
                                  tile_q=tiles.tile_q, pages_per_tile=tiles.pages_per_tile,
-                                 heads_per_tile=tiles.heads_per_tile, return_costs=True)
+                                 heads_per_tile=tiles.heads_per_tile,
+                                 kv_heads_per_tile=tiles.kv_heads_per_tile, return_costs=True)
     assert counted == chunk_costs(tiles, start=22, num_queries=19, num_q_heads=8,
                                   num_kv_heads=2, head_dim=64, page_size=PAGE_SIZE)
+
+
+@pytest.mark.numba
+def test_decode_gives_the_same_answer_whatever_the_kv_heads_per_work_item(rng):
+    _, _, k_cache, v_cache, tables = paged_kv(rng, 3, 4, 41, 64)
+    q = randn(rng, 3, 8, 64)
+    lens = np.array([41, 3, 20], np.int32)
+    outs = [decode_attention(q, k_cache, v_cache, tables, lens, heads_per_tile=2,
+                             kv_heads_per_tile=kv) for kv in (1, 2, 4)]
+    ref = paged_oracle(q[:, :, None], k_cache, v_cache, tables, lens)[:, :, 0]
+    for out in outs:
+        assert rel_err(out, ref) <= REL_TOL
+        np.testing.assert_allclose(out, outs[0], rtol=0, atol=1e-6)
+
+
+@pytest.mark.numba
+def test_by_default_decode_takes_every_kv_head_of_a_page_in_one_work_item(rng):
+    _, _, k_cache, v_cache, tables = paged_kv(rng, 2, 4, 20, 64)
+    lens = np.array([20, 9], np.int32)
+    _, counted = decode_attention(randn(rng, 2, 8, 64), k_cache, v_cache, tables, lens,
+                                  return_costs=True)
+    assert counted == decode_costs(PagedTiles(1, 4, 2, 4), context_lens=lens.tolist(),
+                                   num_q_heads=8, num_kv_heads=4, head_dim=64,
+                                   page_size=PAGE_SIZE)

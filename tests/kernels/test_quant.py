@@ -76,10 +76,14 @@ def test_decode_reads_quantized_pages_directly_with_a_bounded_error(rng, fmt):
 
 
 @pytest.mark.numba
-def test_chunk_over_int8_pages_counts_one_byte_per_element_and_the_scales(rng):
+@pytest.mark.parametrize("kv_heads_per_tile", [1, 2])
+def test_chunk_over_int8_pages_counts_one_byte_per_element_and_the_scales(rng,
+                                                                          kv_heads_per_tile):
     _, _, k_cache, _, tables = paged_kv(rng, 1, 2, 30, 64)
     pages = quantize_pages(np.nan_to_num(k_cache), "int8")
     _, counted = chunk_attention(randn(rng, 4, 10, 64), pages, pages, tables[0], 20, tile_q=4,
-                                 pages_per_tile=2, heads_per_tile=2, return_costs=True)
-    assert counted == chunk_costs(PagedTiles(4, 2, 2), start=20, num_queries=10, num_q_heads=4,
+                                 pages_per_tile=2, heads_per_tile=2,
+                                 kv_heads_per_tile=kv_heads_per_tile, return_costs=True)
+    tiles = PagedTiles(4, 2, 2, kv_heads_per_tile)
+    assert counted == chunk_costs(tiles, start=20, num_queries=10, num_q_heads=4,
                                   num_kv_heads=2, head_dim=64, page_size=8, kv_bytes=1)

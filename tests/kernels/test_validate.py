@@ -107,6 +107,17 @@ def test_bad_chunk_input_is_rejected(paged):
         chunk_attention(chunk, k_cache, v_cache, tables[0], 11)
 
 
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"kv_heads_per_tile": 3}, r"kv_heads_per_tile=3: must divide the KV heads \(2\)"),
+    ({"kv_heads_per_tile": 0}, r"kv_heads_per_tile=0: must be an integer >= 1"),
+    ({"kv_heads_per_tile": 2, "heads_per_tile": 1},
+     r"kv_heads_per_tile=2: above 1 needs whole groups: heads_per_tile=2, not 1"),
+])
+def test_bad_kv_heads_per_tile_is_rejected(paged, kwargs, match):
+    with pytest.raises(KernelInputError, match=match):
+        decode_attention(*paged, **kwargs)
+
+
 def test_quantize_rejects_unknown_formats_and_nan():
     with pytest.raises(KernelInputError, match=r"fmt='int4': unknown choice \(choose from"):
         quantize_pages(np.zeros((1, 2, 1, 4), np.float32), "int4")
