@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import os
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -116,13 +117,25 @@ class KernelPair:
 def kernel_pair(fn: Callable[..., Any] | None = None, *, fast_float: bool = False):
     """Compile `fn` lazily twice: serially and with `prange` loops run in parallel.
 
-    Both builds are cached: Numba 0.60+ caches `parallel=True` functions reliably, and CI's
-    compile time matters more than the older caching problems other projects worked around.
+    Both builds are cached, each under its own name: Numba keys its on-disk cache by the
+    function's module, qualified name and signature, not by `parallel`, so two builds of one
+    function would share an entry and a process that loaded the parallel kernel from the cache
+    could get the serial one (it did: `tests/test_numba_policy.py` checks they stay apart).
     """
     if fn is None:
         return functools.partial(kernel_pair, fast_float=fast_float)
     options = _options(fast_float)
     return KernelPair(
         serial=numba.njit(**options)(fn),
-        parallel=numba.njit(parallel=True, **options)(fn),
+        parallel=numba.njit(parallel=True, **options)(_renamed(fn, "parallel")),
     )
+
+
+def _renamed(fn: Callable[..., Any], suffix: str) -> Callable[..., Any]:
+    """The same function (code, globals, defaults, closure) under a distinct qualified name."""
+    copy = types.FunctionType(fn.__code__, fn.__globals__, f"{fn.__name__}_{suffix}",
+                              fn.__defaults__, fn.__closure__)
+    copy.__qualname__ = f"{fn.__qualname__}_{suffix}"
+    copy.__module__ = fn.__module__
+    copy.__doc__ = fn.__doc__
+    return copy

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -56,3 +60,42 @@ def test_fast_float_uses_only_reassociation_and_contraction_and_numpys_error_mod
     pair = _numba.kernel_pair(fast_float=True)(_total)
     values = np.arange(1000, dtype=np.float64)
     assert pair.serial(values) == pair.parallel(values) == values.sum()
+
+
+_THREAD_IDS_MODULE = '''
+import numpy as np
+from numba import get_thread_id, prange
+from refimpl._numba import kernel_pair
+
+@kernel_pair
+def thread_ids(out):
+    for i in prange(out.shape[0]):
+        acc = 0.0
+        for j in range(20000):  # enough work per iteration that both threads take some
+            acc += (i * j) % 7
+        out[i] = get_thread_id() + 0 * acc
+'''
+
+_RUN = '''
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import threadmod
+out = np.zeros(256, np.int64)
+threadmod.thread_ids.parallel(out)
+parallel = len(set(out.tolist()))
+threadmod.thread_ids.serial(out)
+print(parallel, len(set(out.tolist())))
+'''
+
+
+def test_serial_and_parallel_builds_stay_apart_in_the_on_disk_cache(tmp_path):
+    (tmp_path / "threadmod.py").write_text(_THREAD_IDS_MODULE)
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "NUMBA_NUM_THREADS": "2",
+           "REFIMPL_NUMBA_CACHE": "1"}
+    for run in ("compiles", "loads from the cache"):
+        done = subprocess.run([sys.executable, "-c", _RUN, str(tmp_path)], env=env, check=True,
+                              capture_output=True, text=True)
+        assert done.stdout.split() == ["2", "1"], run  # parallel on 2 threads, serial on 1
+    assert sorted(p.name.split("-")[0] for p in (tmp_path / "cache").rglob("*.nbi")) == [
+        "threadmod.thread_ids", "threadmod.thread_ids_parallel"]

@@ -194,7 +194,7 @@ def bench_tiles(seq_len, context_len, repeats, rng) -> list[dict]:
         d = DECODE
         q, k_cache, v_cache, tables, lens = _paged_caches(context_len, rng)
         for pages, heads, kv_heads in [(1, 4, 1), (4, 1, 1), (4, 4, 1), (16, 4, 1), (1, 4, 8),
-                                       (2, 4, 8), (4, 4, 8)]:
+                                       (2, 4, 8), (2, 4, 4), (4, 4, 4)]:
             tiles = PagedTiles(1, pages, heads, kv_heads)
             costs = decode_costs(tiles, context_lens=lens.tolist(), **{
                 key: d[key] for key in ("num_q_heads", "num_kv_heads", "head_dim", "page_size")})
