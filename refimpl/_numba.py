@@ -9,10 +9,13 @@ below holds everywhere:
   in with `fast_float=True`: only the `reassoc` and `contract` flags (a dot product may be
   summed in SIMD lanes and use FMA; infinities and NaN keep their meaning) and NumPy's error
   model (a float division by zero gives inf instead of a Python exception check in the loop);
-- `cache=True`, so a kernel compiles once per machine and later processes load it in
-  milliseconds; `REFIMPL_NUMBA_CACHE=0` turns the on-disk cache off (useful when editing
-  kernels). Where the cache lives is Numba's own `NUMBA_CACHE_DIR` (the test suite and CI point
-  it at a folder outside the repository);
+- cached on disk, so a kernel compiles once per machine and later processes load it in
+  milliseconds; `REFIMPL_NUMBA_CACHE=0` turns the cache off. Numba checks a cached kernel only
+  against its own source file, so an edit to a helper it inlines from another file (the tile
+  step, the exp) would keep serving the old machine code: refimpl's kernels are cached with a
+  fingerprint of every source file of the package as well, and any edit recompiles them. Where
+  the cache lives is Numba's own `NUMBA_CACHE_DIR` (the test suite and CI point it at a
+  folder outside the repository);
 - serial by default, for reproducible timings and results. `REFIMPL_PARALLEL=1` makes
   `kernel_pair(...).default` the parallel variant; both variants are compiled from the same
   Python function (its `prange` loops run as plain `range` in the serial one). The number of
@@ -25,13 +28,18 @@ itself happens only when a kernel module is imported, never on `import refimpl`.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
 import numba
+from numba.core import caching
+
+_PACKAGE_ROOT = Path(__file__).resolve().parent
 
 __all__ = [
     "FAST_FLOAT_FLAGS",
@@ -41,6 +49,7 @@ __all__ = [
     "kernel",
     "kernel_pair",
     "parallel_default",
+    "sources_fingerprint",
 ]
 
 
@@ -68,11 +77,48 @@ def parallel_default() -> bool:
 
 
 def _options(fast_float: bool) -> dict[str, Any]:
-    """Numba options shared by every kernel (see the module docstring)."""
-    options: dict[str, Any] = {"cache": cache_enabled(), "nogil": True, "fastmath": False}
+    """Numba options shared by every kernel (see the module docstring); caching is added by
+    `_cached`."""
+    options: dict[str, Any] = {"nogil": True, "fastmath": False}
     if fast_float:
         options.update(fastmath=set(FAST_FLOAT_FLAGS), error_model="numpy")
     return options
+
+
+@functools.cache
+def sources_fingerprint(root: Path = _PACKAGE_ROOT) -> str:
+    """SHA-256 of the contents of every `.py` file under `root` (refimpl's own sources)."""
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _fingerprinted(locator: type) -> type:
+    """A Numba cache locator whose source stamp also carries `sources_fingerprint()`."""
+    return type(f"Fingerprinted{locator.__name__}", (locator,), {
+        "get_source_stamp": lambda self: (locator.get_source_stamp(self), sources_fingerprint()),
+    })
+
+
+class _CacheImpl(caching.CompileResultCacheImpl):
+    _locator_classes: ClassVar[list[type]] = [
+        _fingerprinted(c) for c in caching.CompileResultCacheImpl._locator_classes]
+
+
+class _FunctionCache(caching.FunctionCache):
+    _impl_class = _CacheImpl
+
+
+def _cached(dispatcher):
+    """`dispatcher` with refimpl's on-disk cache, unless `REFIMPL_NUMBA_CACHE` is off.
+
+    The same as Numba's `cache=True` (`Dispatcher.enable_caching`), with the locators above.
+    """
+    if cache_enabled():
+        dispatcher._cache = _FunctionCache(dispatcher.py_func)
+    return dispatcher
 
 
 # The only fast-math flags refimpl uses: reassociation (SIMD sums) and FMA contraction.
@@ -84,7 +130,7 @@ def kernel(fn: Callable[..., Any] | None = None, *, fast_float: bool = False):
     `@kernel(fast_float=True)`)."""
     if fn is None:
         return functools.partial(kernel, fast_float=fast_float)
-    return numba.njit(**_options(fast_float))(fn)
+    return _cached(numba.njit(**_options(fast_float))(fn))
 
 
 def inline_kernel(fn: Callable[..., Any] | None = None, *, fast_float: bool = False):
@@ -98,7 +144,7 @@ def inline_kernel(fn: Callable[..., Any] | None = None, *, fast_float: bool = Fa
     """
     if fn is None:
         return functools.partial(inline_kernel, fast_float=fast_float)
-    return numba.njit(inline="always", **_options(fast_float))(fn)
+    return _cached(numba.njit(inline="always", **_options(fast_float))(fn))
 
 
 @dataclass(frozen=True)
@@ -126,8 +172,8 @@ def kernel_pair(fn: Callable[..., Any] | None = None, *, fast_float: bool = Fals
         return functools.partial(kernel_pair, fast_float=fast_float)
     options = _options(fast_float)
     return KernelPair(
-        serial=numba.njit(**options)(fn),
-        parallel=numba.njit(parallel=True, **options)(_renamed(fn, "parallel")),
+        serial=_cached(numba.njit(**options)(fn)),
+        parallel=_cached(numba.njit(parallel=True, **options)(_renamed(fn, "parallel"))),
     )
 
 

@@ -99,3 +99,24 @@ def test_serial_and_parallel_builds_stay_apart_in_the_on_disk_cache(tmp_path):
         assert done.stdout.split() == ["2", "1"], run  # parallel on 2 threads, serial on 1
     assert sorted(p.name.split("-")[0] for p in (tmp_path / "cache").rglob("*.nbi")) == [
         "threadmod.thread_ids", "threadmod.thread_ids_parallel"]
+
+
+def test_the_sources_fingerprint_follows_any_file_of_the_tree(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    helper = tmp_path / "pkg" / "helper.py"
+    helper.write_text("X = 1\n")
+    (tmp_path / "kernel.py").write_text("Y = 2\n")
+    before = _numba.sources_fingerprint.__wrapped__(tmp_path)
+    assert _numba.sources_fingerprint.__wrapped__(tmp_path) == before  # deterministic
+    helper.write_text("X = 2\n")  # an edit to a file the kernel's own file does not show
+    assert _numba.sources_fingerprint.__wrapped__(tmp_path) != before
+
+
+@pytest.mark.skipif(not _numba.cache_enabled(), reason="REFIMPL_NUMBA_CACHE is off")
+def test_cached_kernels_are_stamped_with_the_fingerprint_of_refimpls_sources():
+    from refimpl.kernels import _prefill, _tile
+
+    for dispatcher in (_prefill.prefill_kernel.serial, _prefill.prefill_kernel.parallel,
+                       _tile.new_scratch):
+        stamp = dispatcher._cache._impl.locator.get_source_stamp()
+        assert stamp[1] == _numba.sources_fingerprint()

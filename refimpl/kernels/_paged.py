@@ -14,9 +14,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import prange
+from numba import prange, types
+from numba.extending import overload
 
 from refimpl._numba import inline_kernel, kernel_pair
+from refimpl.kernels._floatbits import e4m3_value
 from refimpl.kernels._tile import (
     FLOPS,
     READ_BYTES,
@@ -33,20 +35,36 @@ from refimpl.kernels._tile import (
 from refimpl.kernels.costs import FLOAT_BYTES, PAGE_ID_BYTES
 
 
+def kv_value(element):
+    """The float32 a cached element stands for, before its page scale: float32 pages hold
+    values, int8 pages integers, uint8 pages FP8 e4m3 codes (compiled per cache dtype)."""
+    raise NotImplementedError("kv_value runs only inside kernels")
+
+
+@overload(kv_value, inline="always")
+def _kv_value(element):
+    if element == types.float32:
+        return lambda element: element
+    if element == types.int8:
+        return lambda element: np.float32(element)
+    if element == types.uint8:
+        return lambda element: e4m3_value(element)
+    return None
+
+
 @inline_kernel
-def load_kv_pages(ks_buf, vs_buf, tile_k, num_keys, k2, v2, k_scales, v_scales, lut,
+def load_kv_pages(ks_buf, vs_buf, tile_k, num_keys, k2, v2, k_scales, v_scales,
                   block_table, key0, page_size, num_kv_heads, kv0, kv_heads):
     """Gather keys and values key0 .. key0 + num_keys - 1 of KV heads kv0 .. kv0 + kv_heads - 1
     from their pages; KV head kk's tile is rows kk * tile_k .. of ks_buf and vs_buf.
 
     k2, v2: (num_pages * P * Hkv, d) rows; k_scales, v_scales: (num_pages, Hkv), or empty for
-    float pages; lut: (256,) FP8 decode table, or empty. Returns the bytes read (page ids,
+    float pages. Returns the bytes read (page ids,
     scales, rows) for the counters.
     """
     key_end = key0 + num_keys
     head_dim = ks_buf.shape[1]
     is_quantized = k_scales.shape[0] > 0
-    is_fp8 = lut.shape[0] > 0
     nbytes = 0
     for page_index in range(key0 // page_size, (key_end - 1) // page_size + 1):
         page = block_table[page_index]
@@ -65,26 +83,21 @@ def load_kv_pages(ks_buf, vs_buf, tile_k, num_keys, k2, v2, k_scales, v_scales, 
                 v_scale = v_scales[page, kv0 + kk] if is_quantized else np.float32(1.0)
                 # 2-D indexing, not row views: a view per row costs reference counting that
                 # measured slower than the copy itself.
-                if is_fp8:
-                    for x in range(head_dim):
-                        ks_buf[i, x] = lut[np.uint8(k2[row, x])] * k_scale
-                        vs_buf[i, x] = lut[np.uint8(v2[row, x])] * v_scale
-                else:
-                    for x in range(head_dim):
-                        ks_buf[i, x] = np.float32(k2[row, x]) * k_scale
-                        vs_buf[i, x] = np.float32(v2[row, x]) * v_scale
+                for x in range(head_dim):
+                    ks_buf[i, x] = kv_value(k2[row, x]) * k_scale
+                    vs_buf[i, x] = kv_value(v2[row, x]) * v_scale
     return nbytes + 2 * num_keys * kv_heads * head_dim * k2.itemsize
 
 
 @kernel_pair(fast_float=True)
-def paged_kernel(q, k_cache, v_cache, k_scales, v_scales, lut, block_tables, q_starts, out,
+def paged_kernel(q, k_cache, v_cache, k_scales, v_scales, block_tables, q_starts, out,
                  tile_q, pages_per_tile, heads_per_tile, kv_heads, counters, num_workers):
     """out = causal attention of each sequence's C queries over its paged keys and values.
 
     q, out: (B, Hq, C, d), query i of sequence b at position q_starts[b] + i, which attends to
     keys 0 .. q_starts[b] + i. k_cache, v_cache: (num_pages, P, Hkv, d) float32, int8 or uint8
-    FP8 codes; k_scales, v_scales: (num_pages, Hkv) float32, or (0, 0) for float pages; lut:
-    (256,) FP8 decode table or (0,); block_tables: (B, max_pages) int32; q_starts: (B,) int32;
+    FP8 codes; k_scales, v_scales: (num_pages, Hkv) float32, or (0, 0) for float pages;
+    block_tables: (B, max_pages) int32; q_starts: (B,) int32;
     heads_per_tile: query heads per KV head in an item; kv_heads: KV heads per item (more than
     one only with whole groups, heads_per_tile == Hq // Hkv); counters: (num_items,
     NUM_COUNTERS) int64; num_workers: contiguous shares of the items.
@@ -124,7 +137,7 @@ def paged_kernel(q, k_cache, v_cache, k_scales, v_scales, lut, block_tables, q_s
             for key0 in range(0, pos0 + rows, tile_k):
                 num_keys = min(tile_k, pos0 + rows - key0)
                 counters[item, READ_BYTES] += load_kv_pages(
-                    ks_buf, vs_buf, tile_k, num_keys, k2, v2, k_scales, v_scales, lut, table,
+                    ks_buf, vs_buf, tile_k, num_keys, k2, v2, k_scales, v_scales, table,
                     key0, page_size, num_kv_heads, kv0, kv_heads)
                 st = rows_view(s_buf, num_keys, num_rows)
                 attend_tile(qs, ks_buf, vs_buf, tile_k, kv_heads, st, pv, m, l, o, alpha, rows,

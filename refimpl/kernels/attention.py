@@ -19,7 +19,7 @@ from refimpl.errors import CapacityError, KernelInputError
 from refimpl.kernels import _paged, _prefill
 from refimpl.kernels._tile import FLOPS, NUM_COUNTERS, READ_BYTES, SRAM_BYTES, WRITE_BYTES
 from refimpl.kernels.costs import KernelCosts, PagedTiles, PrefillTiles
-from refimpl.kernels.quant import FP8_E4M3_NAN, FP8_E4M3_TABLE, QuantizedPages
+from refimpl.kernels.quant import FP8_E4M3_NAN, QuantizedPages
 from refimpl.kernels.validate import (
     check_finite,
     check_heads,
@@ -34,7 +34,6 @@ __all__ = ["chunk_attention", "decode_attention", "default_sram_budget", "prefil
 T = TypeVar("T")
 
 _NO_SCALES = np.zeros((0, 0), np.float32)  # float pages carry no scales
-_NO_TABLE = np.zeros(0, np.float32)  # only FP8 codes need a decode table
 
 
 @functools.cache
@@ -169,8 +168,9 @@ def prefill_attention(q, k, v, *, tile_q=64, tile_k=64, heads_per_tile=None, cau
     return (out, _costs(counters)) if return_costs else out
 
 
-def _cache_parts(name: str, cache) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(codes or floats, scales, decode table) of a float32 cache or `QuantizedPages`."""
+def _cache_parts(name: str, cache) -> tuple[np.ndarray, np.ndarray]:
+    """(codes or floats, scales) of a float32 cache or `QuantizedPages`; the kernel reads the
+    format from the dtype (int8: INT8, uint8: FP8 e4m3)."""
     if isinstance(cache, QuantizedPages):
         codes = np.ascontiguousarray(cache.codes)
         expected = np.int8 if cache.fmt == "int8" else np.uint8
@@ -180,8 +180,8 @@ def _cache_parts(name: str, cache) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         scales = float_array(f"{name}.scales", cache.scales, 2)
         check_same(f"{name}.scales.shape", scales.shape, "(num_pages, Hkv)",
                    (codes.shape[0], codes.shape[2]))
-        return codes, scales, (FP8_E4M3_TABLE if cache.fmt == "fp8_e4m3" else _NO_TABLE)
-    return float_array(name, cache, 4), _NO_SCALES, _NO_TABLE
+        return codes, scales
+    return float_array(name, cache, 4), _NO_SCALES
 
 
 def _check_cache_finite(name: str, cache, pages: np.ndarray, length: int) -> None:
@@ -205,8 +205,8 @@ def _paged_call(q4, k_cache, v_cache, block_tables, q_starts, tiles: PagedTiles,
     if type(k_cache) is not type(v_cache) or getattr(k_cache, "fmt", "") != getattr(
             v_cache, "fmt", ""):
         raise KernelInputError("v_cache", type(v_cache).__name__, "must be stored like k_cache")
-    k_codes, k_scales, table = _cache_parts("k_cache", k_cache)
-    v_codes, v_scales, _ = _cache_parts("v_cache", v_cache)
+    k_codes, k_scales = _cache_parts("k_cache", k_cache)
+    v_codes, v_scales = _cache_parts("v_cache", v_cache)
     check_same("v_cache.shape", v_codes.shape, "k_cache.shape", k_codes.shape)
     num_pages, page_size, num_kv_heads, head_dim = k_codes.shape
     batch, num_q_heads, num_queries, _ = q4.shape
@@ -237,7 +237,7 @@ def _paged_call(q4, k_cache, v_cache, block_tables, q_starts, tiles: PagedTiles,
     num_items = batch * num_q_heads // (heads * kv_heads) * -(-num_queries // tiles.tile_q)
     out = np.empty_like(q4)
     counters = np.zeros((num_items, NUM_COUNTERS), np.int64)
-    _run(_paged.paged_kernel, parallel, q4, k_codes, v_codes, k_scales, v_scales, table,
+    _run(_paged.paged_kernel, parallel, q4, k_codes, v_codes, k_scales, v_scales,
          block_tables, q_starts, out, tiles.tile_q, tiles.pages_per_tile, heads, kv_heads,
          counters)
     return out, (_costs(counters) if return_costs else None)

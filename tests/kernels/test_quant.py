@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from refimpl._numba import kernel
 from refimpl.kernels import (
     PagedTiles,
     chunk_attention,
@@ -15,6 +16,8 @@ from refimpl.kernels import (
     fp8_e4m3_encode,
     quantize_pages,
 )
+from refimpl.kernels._floatbits import e4m3_value
+from refimpl.kernels.quant import FP8_E4M3_NAN, FP8_E4M3_TABLE
 
 from ._helpers import paged_kv, paged_oracle, randn, rel_err
 
@@ -87,3 +90,17 @@ def test_chunk_over_int8_pages_counts_one_byte_per_element_and_the_scales(rng,
     tiles = PagedTiles(4, 2, 2, kv_heads_per_tile)
     assert counted == chunk_costs(tiles, start=20, num_queries=10, num_q_heads=4,
                                   num_kv_heads=2, head_dim=64, page_size=8, kv_bytes=1)
+
+
+@kernel
+def _e4m3_values(codes, out):
+    for i in range(codes.shape[0]):
+        out[i] = e4m3_value(codes[i])
+
+
+@pytest.mark.numba
+def test_the_kernels_fp8_decoding_equals_the_table_on_every_code():
+    codes = np.array([c for c in range(256) if c & 0x7F != FP8_E4M3_NAN], np.uint8)
+    out = np.empty(codes.shape, np.float32)
+    _e4m3_values(codes, out)
+    np.testing.assert_array_equal(out, FP8_E4M3_TABLE[codes])
