@@ -142,12 +142,6 @@ def attend_tile(qs, ks_buf, vs_buf, tile_k, kv_heads, st, pv, m, l, o, alpha,  #
         row = st[j]
         for r in range(num_rows):
             new_max[r] = row[r] if row[r] > new_max[r] else new_max[r]
-    for j in range(st.shape[0]):
-        row = st[j]
-        for r in range(num_rows):
-            # A masked score is -inf; a row with nothing unmasked yet has max -inf too and its
-            # difference is NaN: fast_exp gives 0 for both, the probability they stand for.
-            row[r] = fast_exp(row[r] - new_max[r])
     for r in range(num_rows):
         rescale = fast_exp(m[r] - new_max[r])  # 0 on the first tile (m = -inf)
         m[r] = new_max[r]
@@ -156,7 +150,11 @@ def attend_tile(qs, ks_buf, vs_buf, tile_k, kv_heads, st, pv, m, l, o, alpha,  #
     for j in range(st.shape[0]):
         row = st[j]
         for r in range(num_rows):
-            l[r] += row[r]
+            # A masked score is -inf; a row with nothing unmasked yet has max -inf too and its
+            # difference is NaN: fast_exp gives 0 for both, the probability they stand for.
+            p = fast_exp(row[r] - m[r])
+            row[r] = p
+            l[r] += p
     tile_values(st, vs_buf, tile_k, kv_heads, pv, use_blas)
     for r in range(num_rows):
         o_row = o[r]
