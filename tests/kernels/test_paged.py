@@ -113,6 +113,6 @@ def test_by_default_decode_takes_every_kv_head_of_a_page_in_one_work_item(rng):
     lens = np.array([20, 9], np.int32)
     _, counted = decode_attention(randn(rng, 2, 8, 64), k_cache, v_cache, tables, lens,
                                   return_costs=True)
-    assert counted == decode_costs(PagedTiles(1, 4, 2, 4), context_lens=lens.tolist(),
+    assert counted == decode_costs(PagedTiles(1, 2, 2, 4), context_lens=lens.tolist(),
                                    num_q_heads=8, num_kv_heads=4, head_dim=64,
                                    page_size=PAGE_SIZE)
