@@ -24,9 +24,10 @@ from refimpl.kernels.costs import FLOAT_BYTES
 # Columns of the per-work-item counters array that kernels fill while they run.
 READ_BYTES, WRITE_BYTES, FLOPS, SRAM_BYTES = 0, 1, 2, 3
 NUM_COUNTERS = 4
-# Below this many query rows a tile multiplies in loops, not BLAS (a decode tile of one query
-# per head: 4 rows ran 2x faster in loops, 128 rows 3x faster through BLAS, on this machine).
-BLAS_MIN_ROWS = 8
+# Below this many query rows a tile multiplies in loops, not BLAS. Both tile products, d = 128,
+# measured on this machine: 4 rows x 32 keys (decode) 2.7x faster in loops, 16 x 64 1.1x;
+# 32 x 64 1.24x faster through BLAS, 128 x 128 2x.
+BLAS_MIN_ROWS = 24
 
 
 @inline_kernel
@@ -46,7 +47,7 @@ def tile_scores(qs, ks_buf, tile_k, kv_heads, st, use_blas):
         keys = ks_buf[kk * tile_k: kk * tile_k + num_keys]
         r = kk * kv_rows
         # Two rows and two keys per pass: each load of a query or a key feeds two
-        # multiply-adds (measured 1.6x faster than one dot product at a time).
+        # multiply-adds (measured 1.5x faster than four rows sharing each key).
         while r + 2 <= (kk + 1) * kv_rows:
             q0, q1 = qs[r], qs[r + 1]
             j = 0
