@@ -31,6 +31,12 @@ BLAS_MIN_ROWS = 24
 
 
 @inline_kernel
+def uses_blas(num_rows, kv_heads):
+    """Whether a tile of num_rows query rows over kv_heads KV heads multiplies through BLAS."""
+    return kv_heads == 1 and num_rows >= BLAS_MIN_ROWS
+
+
+@inline_kernel
 def tile_scores(qs, ks_buf, tile_k, kv_heads, st, use_blas):
     """st[j, r] = (key j of row r's KV head) . qs[r]: the (keys, rows) scores of one tile.
 
@@ -133,7 +139,7 @@ def attend_tile(qs, ks_buf, vs_buf, tile_k, kv_heads, st, pv, m, l, o, alpha,  #
     o: (R, d).
     """
     num_rows = qs.shape[0]
-    use_blas = kv_heads == 1 and num_rows >= BLAS_MIN_ROWS
+    use_blas = uses_blas(num_rows, kv_heads)
     tile_scores(qs, ks_buf, tile_k, kv_heads, st, use_blas)
     if causal and key0 + st.shape[0] - 1 > pos0:  # some key lies after some query
         mask_future(st, rows_per_head, pos0, key0)

@@ -16,9 +16,9 @@ from typing import TypeVar
 import numpy as np
 
 from refimpl.errors import CapacityError, KernelInputError
-from refimpl.kernels import _paged, _prefill
+from refimpl.kernels import _paged, _prefill, _tile
 from refimpl.kernels._tile import FLOPS, NUM_COUNTERS, READ_BYTES, SRAM_BYTES, WRITE_BYTES
-from refimpl.kernels.costs import KernelCosts, PagedTiles, PrefillTiles
+from refimpl.kernels.costs import KernelCosts, PagedTiles, PrefillTiles, check_whole_groups
 from refimpl.kernels.quant import FP8_E4M3_NAN, QuantizedPages
 from refimpl.kernels.validate import (
     check_finite,
@@ -52,20 +52,27 @@ def _blas_controller():
     return ThreadpoolController()
 
 
-def _run(pair, parallel: bool | None, *args) -> None:
+def _run(pair, parallel: bool | None, max_rows: int, kv_heads: int, *args) -> None:
     """Call the serial build, or the parallel one with a worker per Numba thread; BLAS single.
 
     Tile GEMMs are small: a multi-threaded BLAS spends more on waking threads than it saves
     (5x slower measured at 256x128x64), and inside `prange` it would oversubscribe the cores.
+    Holding BLAS to one thread costs ~30 us a call, so it is skipped when no tile of at most
+    `max_rows` query rows over `kv_heads` KV heads calls BLAS (every decode step).
     """
     use_parallel = pair.default is pair.parallel if parallel is None else parallel
-    with _blas_controller().limit(limits=1, user_api="blas"):
-        if use_parallel:
-            import numba
+    if use_parallel:
+        import numba
 
-            pair.parallel(*args, numba.get_num_threads())
-        else:
-            pair.serial(*args, 1)
+        args = (*args, numba.get_num_threads())
+    else:
+        args = (*args, 1)
+    run = pair.parallel if use_parallel else pair.serial
+    if not _tile.uses_blas(max_rows, kv_heads):
+        run(*args)
+        return
+    with _blas_controller().limit(limits=1, user_api="blas"):
+        run(*args)
 
 
 def _divisor_choices(field: str, given: int | None, total: int, what: str) -> list[int]:
@@ -105,11 +112,9 @@ def _plan_paged_heads(group: int, num_kv_heads: int, heads_per_tile: int | None,
     heads = _divisor_choices("heads_per_tile", heads_per_tile, group, "query heads per KV head")
     kv_heads = _divisor_choices("kv_heads_per_tile", kv_heads_per_tile, num_kv_heads,
                                 "KV heads")
+    if heads_per_tile is not None and kv_heads_per_tile is not None:
+        check_whole_groups(heads_per_tile, group, kv_heads_per_tile)
     choices = [(h, kv) for h in heads for kv in kv_heads if kv == 1 or h == group]
-    if not choices:
-        raise KernelInputError("kv_heads_per_tile", kv_heads_per_tile,
-                               f"above 1 needs whole groups: heads_per_tile={group}, "
-                               f"not {heads_per_tile}")
     return _plan(choices, lambda c: sram_bytes(*c), budget,
                  lambda c: f"{c[0]} query head(s) per KV head and {c[1]} KV head(s)")
 
@@ -163,8 +168,8 @@ def prefill_attention(q, k, v, *, tile_q=64, tile_k=64, heads_per_tile=None, cau
     num_items = batch * num_q_heads // heads * -(-seq_len // tile_q)
     out = np.empty_like(q)
     counters = np.zeros((num_items, NUM_COUNTERS), np.int64)
-    _run(_prefill.prefill_kernel, parallel, q, k, v, out, tile_q, tile_k, heads, bool(causal),
-         counters)
+    _run(_prefill.prefill_kernel, parallel, heads * min(tile_q, seq_len), 1, q, k, v, out, tile_q,
+         tile_k, heads, bool(causal), counters)
     return (out, _costs(counters)) if return_costs else out
 
 
@@ -237,9 +242,10 @@ def _paged_call(q4, k_cache, v_cache, block_tables, q_starts, tiles: PagedTiles,
     num_items = batch * num_q_heads // (heads * kv_heads) * -(-num_queries // tiles.tile_q)
     out = np.empty_like(q4)
     counters = np.zeros((num_items, NUM_COUNTERS), np.int64)
-    _run(_paged.paged_kernel, parallel, q4, k_codes, v_codes, k_scales, v_scales,
-         block_tables, q_starts, out, tiles.tile_q, tiles.pages_per_tile, heads, kv_heads,
-         counters)
+    max_rows = kv_heads * heads * min(tiles.tile_q, num_queries)
+    _run(_paged.paged_kernel, parallel, max_rows, kv_heads, q4, k_codes, v_codes, k_scales,
+         v_scales, block_tables, q_starts, out, tiles.tile_q, tiles.pages_per_tile, heads,
+         kv_heads, counters)
     return out, (_costs(counters) if return_costs else None)
 
 

@@ -128,11 +128,16 @@ def _check_group(heads_per_tile: int, num_q_heads: int, num_kv_heads: int,
     if num_kv_heads % kv_heads_per_tile:
         raise KernelInputError("kv_heads_per_tile", kv_heads_per_tile,
                                f"must divide the KV heads ({num_kv_heads})")
+    check_whole_groups(heads_per_tile, group, kv_heads_per_tile)
+    return group // heads_per_tile
+
+
+def check_whole_groups(heads_per_tile: int, group: int, kv_heads_per_tile: int) -> None:
+    """A work item over several KV heads takes each one's whole group of query heads."""
     if kv_heads_per_tile > 1 and heads_per_tile != group:
         raise KernelInputError("kv_heads_per_tile", kv_heads_per_tile,
                                f"above 1 needs whole groups: heads_per_tile={group}, "
                                f"not {heads_per_tile}")
-    return group // heads_per_tile
 
 
 def prefill_costs(tiles: PrefillTiles, *, batch: int, num_q_heads: int, num_kv_heads: int,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import pytest
 
@@ -38,6 +39,22 @@ def test_a_tiny_profile_runs_fits_and_tabulates(monkeypatch, tmp_path):
     model = step_time_model(TINY, dataclasses.replace(HardwareSpec.preset("h100-sxm"),
                                                       analytic=False))
     assert isinstance(model, ProfiledStepModel)
+
+
+@pytest.mark.numba
+def test_compiling_the_kernels_is_not_spent_from_the_time_budget(monkeypatch):
+    from refimpl.costmodel import profile
+
+    monkeypatch.setitem(MODES, "quick", MINI)
+    compile_kernels = profile._compile_kernels
+
+    def slow_compile(*args):  # a cold cache: compiling takes longer than the whole budget
+        compile_kernels(*args)
+        time.sleep(0.5)
+
+    monkeypatch.setattr(profile, "_compile_kernels", slow_compile)
+    result = run_profile(TINY, "quick", budget_s=0.4, progress=False)
+    assert result.samples  # the first grid point starts inside the budget
 
 
 def test_profiled_step_time_is_monotone_and_adds_up(table):

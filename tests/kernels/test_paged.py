@@ -116,3 +116,20 @@ def test_by_default_decode_takes_every_kv_head_of_a_page_in_one_work_item(rng):
     assert counted == decode_costs(PagedTiles(1, 2, 2, 4), context_lens=lens.tolist(),
                                    num_q_heads=8, num_kv_heads=4, head_dim=64,
                                    page_size=PAGE_SIZE)
+
+
+class _NoBlasLimit:
+    def limit(self, **_):
+        raise AssertionError("BLAS limited for a kernel that never calls BLAS")
+
+
+@pytest.mark.numba
+def test_decode_skips_the_blas_thread_limit_which_prefill_needs(rng, monkeypatch):
+    from refimpl.kernels import attention
+
+    _, _, k_cache, v_cache, tables = paged_kv(rng, 2, 2, 20, 64)
+    prefill_inputs = (randn(rng, 1, 8, 64, 64), randn(rng, 1, 2, 64, 64), randn(rng, 1, 2, 64, 64))
+    monkeypatch.setattr(attention, "_blas_controller", _NoBlasLimit)
+    decode_attention(randn(rng, 2, 8, 64), k_cache, v_cache, tables, np.array([20, 7], np.int32))
+    with pytest.raises(AssertionError, match="BLAS limited"):  # 4 heads x 64 rows: BLAS tiles
+        prefill_attention(*prefill_inputs)
