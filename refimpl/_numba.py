@@ -76,10 +76,10 @@ def parallel_default() -> bool:
     return _flag("REFIMPL_PARALLEL", False)
 
 
-def _options(fast_float: bool) -> dict[str, Any]:
+def _options(fast_float: bool, calls_python: bool = False) -> dict[str, Any]:
     """Numba options shared by every kernel (see the module docstring); caching is added by
-    `_cached`."""
-    options: dict[str, Any] = {"nogil": True, "fastmath": False}
+    `_cached`. A kernel that calls back into Python (`objmode`) keeps the GIL it needs."""
+    options: dict[str, Any] = {"nogil": not calls_python, "fastmath": False}
     if fast_float:
         options.update(fastmath=set(FAST_FLOAT_FLAGS), error_model="numpy")
     return options
@@ -125,12 +125,14 @@ def _cached(dispatcher):
 FAST_FLOAT_FLAGS = frozenset({"reassoc", "contract"})
 
 
-def kernel(fn: Callable[..., Any] | None = None, *, fast_float: bool = False):
-    """Compile `fn` lazily as a serial, cached, nopython kernel (`@kernel` or
-    `@kernel(fast_float=True)`)."""
+def kernel(fn: Callable[..., Any] | None = None, *, fast_float: bool = False,
+           calls_python: bool = False):
+    """Compile `fn` lazily as a serial, cached, nopython kernel (`@kernel`,
+    `@kernel(fast_float=True)`, or `@kernel(calls_python=True)` for one with `objmode`
+    blocks, or calling such a kernel)."""
     if fn is None:
-        return functools.partial(kernel, fast_float=fast_float)
-    return _cached(numba.njit(**_options(fast_float))(fn))
+        return functools.partial(kernel, fast_float=fast_float, calls_python=calls_python)
+    return _cached(numba.njit(**_options(fast_float, calls_python))(fn))
 
 
 def inline_kernel(fn: Callable[..., Any] | None = None, *, fast_float: bool = False):

@@ -16,6 +16,7 @@ __all__ = [
     "KVCacheError",
     "KernelInputError",
     "RefimplError",
+    "SchedulingError",
     "TraceFormatError",
 ]
 
@@ -73,6 +74,11 @@ class CapacityError(RefimplError):
 
 class KVCacheError(RefimplError):
     """A page-pool call that does not fit the pool's state: an unknown or already-freed request."""
+
+
+class SchedulingError(RefimplError):
+    """A policy's plan that breaks the plan contract: an unknown request, a request twice,
+    more KV pages than are free, a zero-token chunk."""
 
 
 class GradingError(RefimplError):

@@ -43,16 +43,19 @@ def step_model():
 
 @pytest.fixture
 def make_engine(step_model):
-    """`make_engine(policy, num_pages=..., page_size=..., **policy_params)` -> a fresh Engine."""
+    """`make_engine(policy, num_pages=..., page_size=..., gate=..., **policy_params)` -> a
+    fresh Engine over a page pool of that size."""
     from refimpl.engine import Engine, SimulatedExecutor
+    from refimpl.engine.simulate import cost_table_for
     from refimpl.kv import PagePool
-    from refimpl.kv.manager import KVManager
     from refimpl.sched import make_policy
 
-    def build(policy="vllm", *, num_pages=4096, page_size=16, **params):
-        model = step_model.model
-        kv = KVManager(PagePool(num_pages, page_size, max_context=model.max_context))
-        return Engine(make_policy(policy, **params), SimulatedExecutor(step_model), kv, model)
+    def build(policy="vllm", *, num_pages=4096, page_size=16, gate=None, **params):
+        model, hardware = step_model.model, step_model.hardware
+        pool = PagePool(num_pages, page_size, max_context=model.max_context,
+                        cpu_tier_pages=num_pages)
+        return Engine(make_policy(policy, **params), SimulatedExecutor(step_model), pool, model,
+                      hardware=hardware, cost_table=cost_table_for(model, hardware), gate=gate)
 
     return build
 

@@ -1,12 +1,7 @@
-"""Admission control: rolling-window p95 predictions, a KV watermark, four actions."""
+"""Admission control: the gate protocol, and a controller with rolling-window p95 predictions."""
 
-from refimpl.admission.controller import (
-    REASONS,
-    Action,
-    AdmissionConfig,
-    AdmissionController,
-    Decision,
-)
+from refimpl.admission.controller import REASONS, AdmissionConfig, AdmissionController
+from refimpl.admission.gate import Action, Decision, Gate
 from refimpl.admission.predict import LoadPredictor, Prediction
 from refimpl.admission.window import RollingWindow
 
@@ -16,6 +11,7 @@ __all__ = [
     "AdmissionConfig",
     "AdmissionController",
     "Decision",
+    "Gate",
     "LoadPredictor",
     "Prediction",
     "RollingWindow",

@@ -29,41 +29,23 @@ A decision is O(SLO classes), queue upkeep O(max_queue) per step: both O(1) in N
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 
+import numpy as np
+
+from refimpl.admission.gate import Action, Decision, Gate
 from refimpl.admission.predict import LoadPredictor, Prediction
 from refimpl.config._validate import positive_int, positive_real
-from refimpl.costmodel.step import StepTimeModel
 from refimpl.errors import ConfigError
-from refimpl.kv.manager import KVManager
 from refimpl.sched.plan import StepPlan
-from refimpl.sched.request import Request
+from refimpl.sched.policy import PolicyContext
+from refimpl.sched.table import RequestRow
 
-__all__ = ["REASONS", "Action", "AdmissionConfig", "AdmissionController", "Decision"]
+__all__ = ["REASONS", "AdmissionConfig", "AdmissionController"]
 
 # Every reason a request can be queued, degraded or refused for (the last two by the engine).
 REASONS = ("ttft_p95", "tpot_p95", "kv_watermark", "queue_full", "queue_timeout",
            "exceeds_context", "exceeds_kv_capacity")
-
-
-class Action(StrEnum):
-    """What admission does with a request."""
-
-    ACCEPT = "accept"
-    QUEUE = "queue"
-    DEGRADE = "degrade"  # accepted with its generation capped
-    REJECT = "reject"
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """An action, its reason ("" for a plain accept) and, to degrade, the capped output."""
-
-    action: Action
-    reason: str = ""
-    max_new_tokens: int = 0  # DEGRADE only: the capped generation length
 
 
 @dataclass(frozen=True)
@@ -94,21 +76,23 @@ class AdmissionConfig:
             positive_int(name, getattr(self, name))
 
 
-class AdmissionController:
+class AdmissionController(Gate):
     """Decides at arrival, holds a bounded queue, and counts every decision by reason."""
+
+    passes_everything = False
 
     def __init__(self, config: AdmissionConfig | None = None) -> None:
         self.config = config or AdmissionConfig()
         self.predictor: LoadPredictor | None = None
-        self.kv: KVManager | None = None
-        self.queue: deque[Request] = deque()  # arrival order: the oldest times out first
+        self.queue: deque[RequestRow] = deque()  # arrival order: the oldest times out first
         self.counts: Counter[str] = Counter()  # "action" or "action:reason" -> requests
 
-    def bind(self, kv: KVManager, step_model: StepTimeModel) -> None:
-        """Attach the KV cache and the cost model (the engine does, once)."""
+    def bind(self, ctx: PolicyContext) -> None:
+        """Attach the run's context (the loop does, once)."""
         c = self.config
-        self.kv = kv
-        self.predictor = LoadPredictor(step_model, kv, window=c.window,
+        self.ctx, self.kv = ctx, ctx.kv
+        self.queue, self.counts = deque(), Counter()
+        self.predictor = LoadPredictor(ctx.step_model, ctx.kv, window=c.window,
                                        min_observations=c.min_observations,
                                        chunk_tokens=c.chunk_tokens, output_known=c.output_known)
 
@@ -117,13 +101,13 @@ class AdmissionController:
         return len(self.queue)
 
     # ---- deciding ----------------------------------------------------------------------------
-    def decide(self, request: Request, now_s: float) -> Decision:
+    def decide(self, request: RequestRow, now_s: float) -> Decision:
         """The decision for `request` at `now_s` (changes nothing)."""
         c = self.config
         p = self.predictor.predict(request, now_s)
         is_low = request.priority >= c.low_priority
         margin = c.low_priority_margin if is_low else 1.0
-        num_pages = self.kv.pool.num_pages
+        num_pages = self.kv.num_pages
         reserved = self.predictor.reserved_pages
         # Queueing helps only while admitted requests run and will free pages or batch slots,
         # and only high priority waits: under pressure low priority gives way at once.
@@ -139,7 +123,7 @@ class AdmissionController:
             return Decision(waits, "tpot_p95")
         return Decision(Action.ACCEPT)
 
-    def _capped(self, request: Request, p: Prediction, free_pages: int) -> Decision:
+    def _capped(self, request: RequestRow, p: Prediction, free_pages: int) -> Decision:
         """Degrade to the output that keeps the KV peak under the watermark, or reject."""
         room_tokens = free_pages * self.kv.page_size - request.prompt_tokens
         cap = min(room_tokens, p.output_tokens, request.max_new_tokens - 1)
@@ -148,9 +132,10 @@ class AdmissionController:
         return Decision(Action.DEGRADE, "kv_watermark", cap)
 
     # ---- committing --------------------------------------------------------------------------
-    def admit(self, request: Request, now_s: float) -> Decision:
+    def on_arrival(self, i: int, now_s: float) -> Decision:
         """Decide on an arrival and commit it; a QUEUE decision leaves it in the queue (or,
         the queue being full, turns into a `queue_full` rejection)."""
+        request = self.ctx.requests.row(i)
         decision = self.decide(request, now_s)
         if decision.action is Action.QUEUE and len(self.queue) >= self.config.max_queue:
             decision = Decision(Action.REJECT, "queue_full")
@@ -160,7 +145,7 @@ class AdmissionController:
         self._commit(request, decision, now_s)
         return decision
 
-    def poll(self, now_s: float) -> list[tuple[Request, Decision]]:
+    def poll(self, now_s: float) -> list[tuple[int, Decision]]:
         """Decide again on every queued request; those that leave the queue, with why."""
         leaving = []
         for request in list(self.queue):
@@ -175,20 +160,17 @@ class AdmissionController:
                 continue
             self.queue.remove(request)
             self._commit(request, decision, now_s)
-            leaving.append((request, decision))
+            leaving.append((request.i, decision))
         return leaving
 
-    def _commit(self, request: Request, decision: Decision, now_s: float) -> None:
+    def _commit(self, request: RequestRow, decision: Decision, now_s: float) -> None:
         key = decision.action.value + (f":{decision.reason}" if decision.reason else "")
         self.counts[key] += 1
-        request.extra["admission"] = key  # the request's own record of what was decided
-        if decision.action is Action.DEGRADE:
-            request.extra["requested_new_tokens"] = request.max_new_tokens
-            request.extra["finish_reason"] = "length_capped"
-            request.max_new_tokens = decision.max_new_tokens
         if decision.action in (Action.ACCEPT, Action.DEGRADE):
-            self.predictor.on_admit(request, self.predictor.predict(request, now_s))
+            output = decision.output_cap if decision.action is Action.DEGRADE else None
+            self.predictor.on_admit(request, self.predictor.predict(request, now_s, output))
 
-    def observe(self, plan: StepPlan, finished: Sequence[Request], duration_s: float) -> None:
-        """Learn from a committed step of `duration_s` (the engine calls it after each)."""
-        self.predictor.observe(plan, finished, duration_s)
+    def observe(self, plan: StepPlan, finished: np.ndarray, duration_s: float,
+                now_s: float) -> None:
+        """Learn from a committed step of `duration_s` (the loop calls it after each)."""
+        self.predictor.observe(plan, finished, duration_s, self.ctx.requests)

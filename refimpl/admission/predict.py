@@ -36,14 +36,15 @@ from __future__ import annotations
 
 import math
 from collections import Counter, deque
-from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from refimpl.admission.window import RollingWindow
 from refimpl.costmodel.step import StepTimeModel
-from refimpl.kv.manager import KVManager
+from refimpl.kv.manager import KVView
 from refimpl.sched.plan import StepPlan
-from refimpl.sched.request import Request
+from refimpl.sched.table import RequestRow, RequestTable
 
 __all__ = ["LoadPredictor", "Prediction"]
 
@@ -63,7 +64,7 @@ class Prediction:
 class LoadPredictor:
     """Tracks the admitted load incrementally (O(1) per event) and predicts a newcomer."""
 
-    def __init__(self, step_model: StepTimeModel, kv: KVManager, *, window: int = 256,
+    def __init__(self, step_model: StepTimeModel, kv: KVView, *, window: int = 256,
                  min_observations: int = 20, chunk_tokens: int = 2048,
                  output_known: bool = True, default_output_tokens: int = 256) -> None:
         self.step_model, self.kv = step_model, kv
@@ -90,7 +91,7 @@ class LoadPredictor:
         self._tpot_targets: Counter[float] = Counter()  # TPOT target -> admitted requests
 
     # ---- the estimates -----------------------------------------------------------------------
-    def expected_output_tokens(self, request: Request) -> int:
+    def expected_output_tokens(self, request: RequestRow) -> int:
         """g_i: the requested maximum, or the rolling p90 of observed outputs if unknown."""
         if self.output_known:
             return request.max_new_tokens
@@ -98,10 +99,13 @@ class LoadPredictor:
             return self.default_output_tokens
         return max(1, math.ceil(self.output_tokens.percentile(90)))
 
-    def predict(self, request: Request, now_s: float) -> Prediction:
-        """The estimates for `request` if admitted at `now_s` (O(SLO classes))."""
+    def predict(self, request: RequestRow, now_s: float,
+                output_tokens: int | None = None) -> Prediction:
+        """The estimates for `request` if admitted at `now_s` (O(SLO classes)), its output
+        `output_tokens` if given (a degraded request's cap)."""
         step = self.step_model.step_time_parts
-        output = self.expected_output_tokens(request)
+        output = (self.expected_output_tokens(request) if output_tokens is None
+                  else output_tokens)
         batch, context = len(self._decoding), self.decode_context_tokens
         ahead = num_ahead = 0
         for target_s, (more_tokens, more_requests) in (*self.backlog.items(),
@@ -133,7 +137,7 @@ class LoadPredictor:
         return Prediction(ttft_s, tpot_s, ttft_p95_s, tpot_p95_s, output,
                           self.kv.pages_for_tokens(request.prompt_tokens + output))
 
-    def tightest_tpot_s(self, request: Request) -> float:
+    def tightest_tpot_s(self, request: RequestRow) -> float:
         """The smallest TPOT target among admitted requests and this one (few classes)."""
         return min((request.slo.tpot_s, *self._tpot_targets))
 
@@ -143,11 +147,11 @@ class LoadPredictor:
         """Admitted requests not yet finished."""
         return len(self._admitted)
 
-    def on_queue(self, request: Request, sign: int) -> None:
+    def on_queue(self, request: RequestRow, sign: int) -> None:
         """Count a request's prompt into (`sign` 1) or out of (-1) the admission queue."""
         _count(self.queued, request.slo.ttft_s, sign * request.prompt_tokens, sign)
 
-    def on_admit(self, request: Request, prediction: Prediction) -> None:
+    def on_admit(self, request: RequestRow, prediction: Prediction) -> None:
         """Count an admitted request's prompt, KV peak and predictions."""
         _count(self.backlog, request.slo.ttft_s, request.prompt_tokens, 1)
         self._pending[request.request_id] = request.prompt_tokens
@@ -155,18 +159,19 @@ class LoadPredictor:
         self._admitted[request.request_id] = (prediction.ttft_s, prediction.kv_peak_pages)
         self._tpot_targets[request.slo.tpot_s] += 1
 
-    def observe(self, plan: StepPlan, finished: Sequence[Request],
-                duration_s: float) -> list[Request]:
+    def observe(self, plan: StepPlan, finished: np.ndarray, duration_s: float,
+                table: RequestTable) -> list[RequestRow]:
         """Learn from a committed step: prompt tokens computed, first tokens, ended requests
         (finished, or ended by the plan); returns the admitted ones that ended.
 
         Work the step repeated after a preemption is not counted against the backlog (it was
         never added): the residuals absorb it.
         """
-        for request in plan.decode:
-            if request.request_id in self._decoding:
+        for i in plan.decode:
+            if int(table.request_id[i]) in self._decoding:
                 self.decode_context_tokens += 1
-        for request, tokens in plan.prefill:
+        for i, tokens in plan.prefill:
+            request = table.row(i)
             key = request.request_id
             left = self._pending.get(key, 0)
             if left:
@@ -181,7 +186,7 @@ class LoadPredictor:
                     self.decode_context_tokens += request.num_tokens
         if any(tokens for tokens, _ in self.backlog.values()):  # prompts wait: full speed
             self._add_drain(sum(t for _, t in plan.prefill), duration_s)
-        ended = [*finished, *(request for request, _ in plan.finish)]
+        ended = [table.row(i) for i in finished]
         return [request for request in ended if self._finish(request)]
 
     def _window(self, windows: dict[float, RollingWindow], target_s: float) -> RollingWindow:
@@ -201,7 +206,7 @@ class LoadPredictor:
         self._drain_tokens += tokens
         self._drain_s += duration_s
 
-    def _finish(self, request: Request) -> bool:
+    def _finish(self, request: RequestRow) -> bool:
         """Forget an ended request (once); whether it was admitted and unfinished."""
         key = request.request_id
         if key not in self._admitted:

@@ -1,36 +1,41 @@
-"""The serving loop: the policy plans a step, the executor runs it, the engine commits it.
+"""`Engine`: one serving run, from `Request` objects to records, through the one compiled loop.
 
-One loop for both clocks (Vidur's discrete-event core, nano-vllm's plan/run/commit step). The
-clock is virtual: it jumps to the next arrival when nothing can run, and advances by each
-step's duration otherwise. Requests that arrive while a step runs wait for the next step.
-Every request ends finished or rejected with a reason, and every KV page is back in the pool
-when `run` returns; `run` checks both before returning. With an admission controller
-(refimpl.admission), each arrival is accepted, queued, degraded or rejected before the policy
-sees it, queued ones are decided again before every step, and the controller's time counts in
-the step's decision time.
+The wrapper around `refimpl.engine.loop.serve`: it lays the run out as arrays (the request
+table, the KV facade over the page pool, the queues, the plan), binds the policy and the gate
+to a context over them, registers the Python side with the bridge, runs the loop in one call,
+writes the results back into the `Request` objects and returns the records. Every request
+ends finished or rejected with a reason, and every KV page is back in the pool when `run`
+returns; `run` checks both.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from refimpl.admission import Action, AdmissionController, Decision
+from refimpl.admission.gate import Gate
 from refimpl.config.model import ModelConfig
-from refimpl.engine.executor import Executor
-from refimpl.kv.manager import KVManager
+from refimpl.engine import bridge
+from refimpl.engine.executor import SimulatedExecutor
+from refimpl.engine.loop import CONFIG_FIELDS, PLAN_ERRORS, STEP_FLOAT_FIELDS, STEP_INT_FIELDS, serve
+from refimpl.errors import ConfigError, SchedulingError
+from refimpl.kv.manager import KVView, new_kv_state
+from refimpl.kv.pool import PagePool
 from refimpl.metrics.records import FINISHED, REJECTED, RequestRecords, StepRecords
-from refimpl.sched.plan import StepPlan
-from refimpl.sched.policy import Policy
+from refimpl.sched.plan import new_plan_arrays
+from refimpl.sched.policy import BuiltinPolicy, Policy, PolicyContext
+from refimpl.sched.queues import NUM_RUNNING, WAIT_HEAD, WAIT_LEN, new_queues
 from refimpl.sched.request import Request, RequestStatus
+from refimpl.sched.table import COMPUTED, ReasonCodes, RequestTable, new_requests, write_back
 
 __all__ = ["Engine", "EngineRun"]
 
 Progress = Callable[[int, int], None]  # (requests ended, requests in all)
+INITIAL_STEPS = 4096  # rows of the step records before the first doubling
 
 
 class EngineRun:
@@ -43,165 +48,99 @@ class EngineRun:
 
 
 class Engine:
-    """Drives a policy and an executor over a stream of requests."""
+    """Serves requests with a policy, an optional gate and an executor over a page pool."""
 
-    def __init__(self, policy: Policy, executor: Executor, kv: KVManager,
-                 model: ModelConfig, cost_table=None,
-                 admission: AdmissionController | None = None) -> None:
-        self.policy = policy
-        self.admission = admission
-        self.executor = executor
-        self.kv = kv
-        self.model = model
-        policy.bind(kv, getattr(executor, "step_model", None), cost_table)
-        if admission is not None:
-            admission.bind(kv, executor.step_model)
-        self._admission_s = 0.0  # the controller's wall time since the last step
-        self._steps: dict[str, list] = {name: [] for name in _STEP_FIELDS}
-        self._kernel_usage: Counter[str] = Counter()  # candidate name -> plans naming it
+    def __init__(self, policy: Policy, executor: SimulatedExecutor, pool: PagePool,
+                 model: ModelConfig, *, hardware: Any = None, cost_table: Any = None,
+                 gate: Gate | None = None) -> None:
+        if not isinstance(policy, Policy):
+            raise ConfigError("policy", policy, "must be a refimpl.Policy")
+        self.policy, self.executor, self.pool, self.model = policy, executor, pool, model
+        self.hardware, self.cost_table = hardware, cost_table
+        self.gate = gate
 
     def run(self, requests: Sequence[Request], progress: Progress | None = None) -> EngineRun:
         """Serve `requests` (in arrival order) to the end; returns the records."""
+        pool = self.pool
+        if pool.request_ids():
+            raise ConfigError("pool", pool.request_ids()[:5], "must be empty before a run")
         pending = sorted(requests, key=lambda r: (r.arrival_s, r.request_id))
-        num_ended = next_arrival = 0
-        now = 0.0
-        while True:
-            while next_arrival < len(pending) and pending[next_arrival].arrival_s <= now:
-                num_ended += self._arrive(pending[next_arrival], now)
-                next_arrival += 1
-            if self.admission is not None and self.admission.queue:
-                num_ended += self._poll_admission(now)
-            started = time.perf_counter()
-            plan = self.policy.schedule(now)
-            decision_s = time.perf_counter() - started + self._admission_s
-            self._admission_s = 0.0
-            if not plan:
-                if next_arrival < len(pending):
-                    now = max(now, pending[next_arrival].arrival_s)
-                    continue
-                self._reject_stranded(pending, now)
-                break
-            ended = [self._end(request, reason, now) for request, reason in plan.finish]
-            self.kv.grow([*plan.decode, *(r for r, _ in plan.prefill)],
-                         [1] * len(plan.decode) + [t for _, t in plan.prefill])
-            duration_s = self.executor.execute(plan) + plan.extra_s
-            finished = [*ended, *self._commit(plan, now, now + duration_s)]
-            self.policy.update_from_output(plan, finished, now + duration_s)
-            if self.admission is not None:
-                self.admission.observe(plan, finished, duration_s)
-            self._record_step(plan, now, duration_s, decision_s)
-            now += duration_s
-            num_ended += len(finished)
-            if progress is not None and finished:
-                progress(num_ended, len(pending))
+        n = len(pending)
+        ints, floats = new_requests(pending)
+        kv = new_kv_state(pool, n, self._max_holders(n))
+        q = new_queues(n, n)
+        plan = new_plan_arrays(n)
+        finished, started = np.zeros(max(n, 1), np.int64), np.zeros(max(n, 1), np.int64)
+        gate_out = np.zeros((4, max(n, 1)), np.int64)
+        reasons, kernel_names = ReasonCodes(), []
+        kernel_counts = np.zeros(1024, np.int64)
+        gate = None if self.gate is None or self.gate.passes_everything else self.gate
+        context = PolicyContext(
+            RequestTable(ints, floats, [r.slo for r in pending]), KVView(kv, ints[COMPUTED]),
+            lambda: _ring(q.waiting, q.sizes[WAIT_HEAD], q.sizes[WAIT_LEN]),
+            lambda: q.running[:q.sizes[NUM_RUNNING]].copy(),
+            self.executor.step_model, self.model, self.hardware, self.cost_table)
+        self.policy.bind(context)
+        if gate is not None:
+            gate.bind(context)
+        run = bridge.RunBridge(self.policy, gate, self.executor, plan, finished, gate_out,
+                               reasons, kernel_names)
+        params = np.array([getattr(self.policy, "token_budget", 0),
+                           getattr(self.policy, "max_num_seqs", 0)], np.int64)
+        with bridge.registered(run) as handle:
+            config = np.array([self.policy.code, gate is not None, self.executor.code, handle,
+                               self.model.max_context, time.CLOCK_MONOTONIC,
+                               _observes(self.policy)], np.int64)
+            assert len(config) == len(CONFIG_FIELDS)
+            num_steps, step_f, step_i, error, row = serve(
+                config, params, self.executor.coefficients, ints, floats, kv, q, plan,
+                finished, started, gate_out, kernel_counts,
+                np.zeros((INITIAL_STEPS, len(STEP_FLOAT_FIELDS))),
+                np.zeros((INITIAL_STEPS, len(STEP_INT_FIELDS)), np.int64))
+        if error:
+            raise SchedulingError("plan", f"request {row}" if row >= 0 else "pages",
+                                  f"policy {self.policy.name!r}'s plan {PLAN_ERRORS[error]}")
+        write_back(ints, floats, reasons, pending)
         self._check_nothing_lost(pending)
+        if progress is not None:
+            progress(n, n)
+        columns = {name: np.ascontiguousarray(step_f[:num_steps, k])
+                   for k, name in enumerate(STEP_FLOAT_FIELDS)}
+        columns.update({name: np.ascontiguousarray(step_i[:num_steps, k])
+                        for k, name in enumerate(STEP_INT_FIELDS)})
+        usage = {kernel_names[c]: int(kernel_counts[c]) for c in np.flatnonzero(kernel_counts)}
         return EngineRun(pending, StepRecords(
-            **{name: np.asarray(values, dtype=_STEP_FIELDS[name])
-               for name, values in self._steps.items()},
-            kv_total_pages=self.kv.pool.num_pages, kernel_usage=dict(self._kernel_usage),
-            admission_counts=dict(self.admission.counts) if self.admission else {},
-            kv_actions=self.policy.kv_actions() if hasattr(self.policy, "kv_actions") else {},
-        ))
+            **columns, kv_total_pages=pool.num_pages, kernel_usage=usage,
+            admission_counts=dict(Counter(gate.counts)) if gate is not None else {},
+            kv_actions=self.policy.kv_actions()))
 
-    def _arrive(self, request: Request, now: float) -> int:
-        """Hand an arrived request to the policy, or reject it at once; returns 1 if rejected."""
-        total = request.prompt_tokens + request.max_new_tokens
-        if total > self.model.max_context:
-            return self._reject(request, "exceeds_context", request.arrival_s)
-        if self.kv.pages_for_tokens(total) > self.kv.pool.num_pages:
-            return self._reject(request, "exceeds_kv_capacity", request.arrival_s)
-        if self.admission is None:
-            self.policy.add_request(request, now)
-            return 0
-        started = time.perf_counter()
-        decision = self.admission.admit(request, now)
-        self._admission_s += time.perf_counter() - started
-        return self._apply(request, decision, now)
-
-    def _poll_admission(self, now: float) -> int:
-        """Decide again on the queued requests; returns how many were rejected."""
-        started = time.perf_counter()
-        leaving = self.admission.poll(now)
-        self._admission_s += time.perf_counter() - started
-        return sum(self._apply(request, decision, now) for request, decision in leaving)
-
-    def _apply(self, request: Request, decision: Decision, now: float) -> int:
-        """Carry out an admission decision; returns 1 if it rejected the request."""
-        if decision.action is Action.REJECT:
-            return self._reject(request, decision.reason, now)
-        if decision.action is not Action.QUEUE:  # accepted, maybe degraded
-            self.policy.add_request(request, now)
-        return 0
-
-    def _close(self, request: Request, status: RequestStatus, reason: str,
-               now: float) -> Request:
-        """Put a request in its terminal state, with its reason and time; free its pages."""
-        request.status = status
-        request.finish_reason = reason
-        request.finish_s = now
-        self.kv.free(request)
-        return request
-
-    def _reject(self, request: Request, reason: str, now: float) -> int:
-        self._close(request, RequestStatus.REJECTED, reason, now)
-        return 1
-
-    def _end(self, request: Request, reason: str, now: float) -> Request:
-        """Finish a request the policy ends early (e.g. `length_capped`), its output kept."""
-        return self._close(request, RequestStatus.FINISHED, reason, now)
-
-    def _commit(self, plan: StepPlan, start_s: float, end_s: float) -> list[Request]:
-        """Count the computed tokens; emit output tokens at `end_s`; finish completed requests."""
-        finished = []
-        for request, tokens in (*((r, 1) for r in plan.decode), *plan.prefill):
-            if math.isnan(request.first_scheduled_s):
-                request.first_scheduled_s = start_s
-            request.num_computed += tokens
-            if request.num_computed < request.num_tokens:
-                continue  # a prompt chunk short of the end: no token yet
-            request.num_generated += 1
-            if request.num_generated == 1:
-                request.first_token_s = end_s
-            request.last_token_s = end_s
-            if request.num_generated >= request.max_new_tokens:
-                reason = request.extra.get("finish_reason", "completed")
-                finished.append(self._close(request, RequestStatus.FINISHED, reason, end_s))
-        return finished
-
-    def _record_step(self, plan: StepPlan, start_s: float, duration_s: float,
-                     decision_s: float) -> None:
-        steps = self._steps
-        steps["start_s"].append(start_s)
-        steps["duration_s"].append(duration_s)
-        steps["num_decode"].append(len(plan.decode))
-        steps["num_prefill_tokens"].append(sum(t for _, t in plan.prefill))
-        steps["num_prefill_chunks"].append(len(plan.prefill))
-        steps["kv_used_pages"].append(self.kv.pool.num_used_pages)
-        queued = self.admission.num_queued() if self.admission is not None else 0
-        steps["num_waiting"].append(self.policy.num_waiting() + queued)
-        steps["decision_s"].append(decision_s)
-        self._kernel_usage.update(plan.kernels)
-
-    def _reject_stranded(self, requests: Sequence[Request], now: float) -> None:
-        """Requests the policy holds but can never run (nothing runs, nothing will arrive)."""
-        for request in requests:
-            if not request.is_finished:
-                self._reject(request, "unschedulable", now)
+    def _max_holders(self, num_requests: int) -> int:
+        """Most requests that can hold KV at once: the batch limit, else every page's worth."""
+        if isinstance(self.policy, BuiltinPolicy):
+            return min(self.policy.max_num_seqs, num_requests)
+        return min(num_requests, self.pool.num_pages + self.pool.cpu_tier_pages)
 
     def _check_nothing_lost(self, requests: Sequence[Request]) -> None:
         unfinished = [r.request_id for r in requests if not r.is_finished]
-        if unfinished or self.kv.pool.num_free_pages != self.kv.pool.num_pages:
-            raise AssertionError(  # an engine or policy bug, never the user's input
+        if unfinished or self.pool.num_free_pages != self.pool.num_pages:
+            raise AssertionError(  # a loop or policy bug, never the user's input
                 f"run ended with requests {unfinished[:5]} unfinished and "
-                f"{self.kv.pool.num_used_pages} KV pages still held"
-            )
+                f"{self.pool.num_used_pages} KV pages still held")
 
 
-_STEP_FIELDS = {
-    "start_s": np.float64, "duration_s": np.float64, "num_decode": np.int64,
-    "num_prefill_tokens": np.int64, "num_prefill_chunks": np.int64,
-    "kv_used_pages": np.int64, "num_waiting": np.int64, "decision_s": np.float64,
-}
+def _observes(policy: Policy) -> bool:
+    """Whether the loop must tell `policy` of every committed step (it overrides a hook)."""
+    kind = type(policy)
+    return (kind.update_from_output is not Policy.update_from_output
+            or kind.num_waiting is not Policy.num_waiting)
+
+
+def _ring(ring: np.ndarray, head: int, length: int) -> np.ndarray:
+    """The `length` entries of a ring buffer from `head`, in order (a copy)."""
+    end = head + length
+    if end <= len(ring):
+        return ring[head:end].copy()
+    return np.concatenate((ring[head:], ring[:end - len(ring)]))
 
 
 def _request_records(requests: Sequence[Request]) -> RequestRecords:

@@ -1,41 +1,32 @@
-"""Executors run a step plan and say how long it took: predicted on a simulated clock.
+"""Executors say how long a step took: predicted on the simulated clock, measured on a real one.
 
-The engine is the same whichever executor it drives; the simulated one charges the cost
-model's step time, and the real engine (tiny model on refimpl's kernels) measures wall time.
+The loop is the same whichever executor it drives. `SimulatedExecutor` charges the step time
+its step model predicts for the plan's counts; the roofline model runs compiled inside the
+loop, any other `StepTimeModel` (a profiled one, a user's) is called through the bridge.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from refimpl.costmodel.step import RooflineCoefficients, RooflineStepModel, StepTimeModel
+from refimpl.engine.dispatch import ROOFLINE
+from refimpl.sched.policy import PYTHON
 
-from refimpl.costmodel.step import StepTimeModel
-from refimpl.sched.plan import StepPlan
+__all__ = ["SimulatedExecutor"]
 
-__all__ = ["Executor", "SimulatedExecutor"]
-
-
-class Executor(Protocol):
-    """Runs one step."""
-
-    def execute(self, plan: StepPlan) -> float:
-        """Run `plan`; return the step's duration in seconds."""
+_NO_COEFFICIENTS = RooflineCoefficients(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 class SimulatedExecutor:
-    """Charges the step time the cost model predicts for the plan; computes nothing."""
+    """Charges the step time the step model predicts for the plan; computes nothing."""
 
     def __init__(self, step_model: StepTimeModel) -> None:
         self.step_model = step_model
+        compiled = type(step_model) is RooflineStepModel  # a subclass may change the formula
+        self.code = ROOFLINE if compiled else PYTHON
+        self.coefficients = step_model.coefficients if compiled else _NO_COEFFICIENTS
 
-    def execute(self, plan: StepPlan) -> float:
-        """Predicted seconds of the plan's prefill chunks and decode batch."""
-        prefill_tokens = prefill_pairs = 0
-        for request, tokens in plan.prefill:
-            prefill_tokens += tokens
-            # causal pairs of a chunk of `tokens` queries after `num_computed` cached ones
-            prefill_pairs += tokens * request.num_computed + tokens * (tokens + 1) // 2
-        decode_context = 0
-        for request in plan.decode:
-            decode_context += request.num_tokens  # the cached context plus the new token
-        return self.step_model.step_time_parts(prefill_tokens, prefill_pairs, len(plan.decode),
-                                               decode_context)
+    def step_seconds(self, prefill_tokens: int, prefill_pairs: int, decode_seqs: int,
+                     decode_context_tokens: int) -> float:
+        """Predicted seconds of a step with these counts."""
+        return self.step_model.step_time_parts(prefill_tokens, prefill_pairs, decode_seqs,
+                                               decode_context_tokens)

@@ -14,13 +14,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from refimpl.admission import AdmissionController
+from refimpl.admission import AdmissionController, Gate
 from refimpl.config import SLO, HardwareSpec, ModelConfig, dtype_bytes
 from refimpl.costmodel.step import StepTimeModel, step_time_model
 from refimpl.engine.engine import Engine, Progress
 from refimpl.engine.executor import SimulatedExecutor
-from refimpl.errors import CapacityError, ConfigError
-from refimpl.kv.manager import KVManager
+from refimpl.errors import CapacityError
 from refimpl.kv.pool import PagePool
 from refimpl.metrics.records import RequestRecords, StepRecords
 from refimpl.sched.policy import Policy, make_policy
@@ -99,26 +98,6 @@ def requests_from_workload(workload: Workload) -> list[Request]:
     return requests
 
 
-ENGINES = ("auto", "python", "compiled")
-
-
-def _engine_class(engine: str, by_name: bool, policy: Policy,
-                  executor: SimulatedExecutor, admission: AdmissionController | None) -> type:
-    """`Engine` or `CompiledEngine`, for `simulate`'s `engine` option."""
-    if engine not in ENGINES:
-        raise ConfigError("engine", engine, "unknown engine", choices=ENGINES)
-    if engine == "compiled" and admission is not None:
-        raise ConfigError("admission", admission, "the compiled engine has no admission "
-                          "control: use engine='python' or 'auto'")
-    if engine == "python" or admission is not None:
-        return Engine  # the compiled engine has no admission control
-    from refimpl.engine.compiled import CompiledEngine, supports  # imports Numba
-
-    if engine == "auto" and not (by_name and supports(policy, executor)):
-        return Engine
-    return CompiledEngine  # which refuses, saying why, a policy it cannot run
-
-
 def simulate(
     workload: Workload | str | Sequence[Request] = "azure-conv-like",
     policy: str | type | Policy = "slo",
@@ -132,23 +111,19 @@ def simulate(
     page_size: int = PAGE_SIZE,
     policy_params: dict | None = None,
     progress: Progress | None = None,
-    engine: str = "auto",
-    admission: bool | AdmissionController | None = None,
+    admission: bool | Gate | None = None,
 ) -> SimulationResult:
     """Serve `workload` with `policy` on a simulated clock; deterministic for a given seed.
 
-    `engine` is "python" (`Engine`), "compiled" (`CompiledEngine`: the built-in baselines on
-    `RooflineStepModel`, a whole trace in seconds) or "auto": compiled when `policy` names a
-    baseline and the step model is the roofline, else Python. Both give the same records.
-    `admission` is True (a default `AdmissionController`), False, a controller, or None: on
-    for `slo`, off otherwise. `workload` may also be a list of hand-made `Request`s, which the
-    run then fills in (their times and counts), as the engine does with its own.
+    `admission` is True (a default `AdmissionController`), False, a gate of your own, or
+    None: on for `slo`, off otherwise. `workload` may also be a list of hand-made `Request`s,
+    which the run then fills in (their times and counts).
     """
     model = model if isinstance(model, ModelConfig) else ModelConfig.preset(model)
     hardware = hardware if isinstance(hardware, HardwareSpec) else HardwareSpec.preset(hardware)
     if isinstance(workload, str):
         workload = make_workload(workload, num_requests=num_requests, rate=rate, seed=seed)
-    by_name, policy = isinstance(policy, str), make_policy(policy, **(policy_params or {}))
+    policy = make_policy(policy, **(policy_params or {}))
     step_model = step_model or step_time_model(model, hardware)
     pool = kv_pool_for(model, hardware, page_size)
     executor = SimulatedExecutor(step_model)
@@ -156,10 +131,8 @@ def simulate(
         admission = policy.name == "slo"
     if isinstance(admission, bool):
         admission = AdmissionController() if admission else None
-    engine_class = _engine_class(engine, by_name, policy, executor, admission)
-    extra = {"admission": admission} if admission is not None else {}  # Engine's option only
-    runner = engine_class(policy, executor, KVManager(pool), model,
-                          cost_table_for(model, hardware), **extra)
+    runner = Engine(policy, executor, pool, model, hardware=hardware,
+                    cost_table=cost_table_for(model, hardware), gate=admission)
     requests = (list(workload) if not isinstance(workload, Workload)
                 else requests_from_workload(workload))
     started = time.perf_counter()
@@ -169,7 +142,6 @@ def simulate(
         "policy": policy.name,
         "model": model.name, "hardware": hardware.name, "seed": seed, "page_size": page_size,
         "kv_pages": pool.num_pages, "step_model": type(step_model).__name__,
-        "engine": "python" if engine_class is Engine else "compiled",
         "admission": admission is not None,
     }
     return SimulationResult(policy.name, run.requests, run.steps, settings,

@@ -1,11 +1,13 @@
-"""Numba kernels over the page pool's arrays; `refimpl.kv.pool.PagePool` is their only caller.
+"""Numba kernels over the page pool's arrays: growing, releasing, sharing and freeing pages.
 
 The pool is a struct of arrays (see `PagePool`): `refcount[num_pages]`, the LIFO free stack
 `free_stack[num_pages]` with its height in `counters[FREE]`, and per request slot a row of
-`tables[slot, :]` (page ids in order), `num_pages_of[slot]`, `lengths[slot]` (tokens held) and
-`tokens_per_page[slot]` (the page size, times 2 or 4 once the request's pages are quantized).
-Every mutating kernel first checks that it can finish and changes nothing when it cannot: the
-pool never holds a partial allocation.
+`tables[slot, :]` (page ids in order), `num_pages_of[slot]`, `lengths[slot]` (tokens held),
+`tokens_per_page[slot]` (the page size, times 2 or 4 once the request's pages are quantized)
+and `states[slot]` (`RequestState`). `PagePool` validates and calls these; the compiled serving
+engine, which holds the same arrays, calls some directly. Every mutating kernel first checks
+that it can finish and changes nothing when it cannot: the pool never holds a partial
+allocation. The tier moves (quantize, spill, restore) are in `_tier_kernels`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ from refimpl._numba import inline_kernel, kernel
 
 FREE = 0  # counters[FREE]: number of free pages (height of the free stack)
 SHARED = 1  # counters[SHARED]: pages held by two or more page tables (forks share them)
-RESIDENT = 1  # `states` value of a request whose pages are in the pool (RequestState.RESIDENT)
+SPILLED = 2  # counters[SPILLED]: CPU-tier pages held by spilled requests
+# `states` values (RequestState's): the slot holds no request, its pages are in the pool, or
+# they are in the CPU tier.
+FREE_SLOT, RESIDENT, SPILLED_SLOT = 0, 1, 2
 INFO_INDEX, INFO_EPOCH, INFO_MAX_TOKENS = 0, 1, 2  # the slots of append_batch's `info`
 
 # Return codes of the append kernels (>= 0 is the number of copy-on-write copies made);
@@ -140,20 +145,14 @@ def take_pages(refcount, free_stack, counters, tables, num_pages_of, lengths, to
     lengths[slot] = length + grow
 
 
-@kernel
-def release(refcount, free_stack, counters, tables, num_pages_of, slots, keep):
-    """Drop each slot's pages from index `keep` on, last first; pages nobody holds become free.
-
-    Pushing the last page first leaves the first page on top of the stack, so a request that
-    allocates next reuses the freed pages in their old order.
-    """
-    for slot in slots:
-        release_slot(refcount, free_stack, counters, tables, num_pages_of, slot, keep)
-
-
 @inline_kernel
 def release_slot(refcount, free_stack, counters, tables, num_pages_of, slot, keep):
-    """`release` of one slot (inlined into it and into the compiled serving engine)."""
+    """Drop `slot`'s pages from index `keep` on, last first; pages nobody holds become free.
+
+    Pushing the last page first leaves the first page on top of the stack, so a request that
+    allocates next reuses the freed pages in their old order. Inlined into the free and tier
+    kernels and into the compiled serving engine.
+    """
     for i in range(num_pages_of[slot] - 1, keep - 1, -1):
         page = tables[slot, i]
         refcount[page] -= 1
@@ -164,6 +163,38 @@ def release_slot(refcount, free_stack, counters, tables, num_pages_of, slot, kee
             counters[SHARED] -= 1
         tables[slot, i] = -1
     num_pages_of[slot] = keep
+
+
+@kernel
+def free_slots(refcount, free_stack, counters, tables, num_pages_of, lengths, states, slots):
+    """Free each slot's request, all or nothing; returns 0, or BAD_SLOT or DUPLICATE.
+
+    A resident request's pages are released (`release_slot`, in the order given); a spilled
+    one's CPU-tier pages leave `counters[SPILLED]`. A first pass checks every slot and marks it
+    seen by negating its state (states are >= 0), which finds a slot named twice without a
+    scratch array; a refusal negates the marks back.
+    """
+    for i in range(slots.shape[0]):
+        slot = slots[i]
+        refusal = 0
+        if slot < 0 or slot >= states.shape[0] or states[slot] == FREE_SLOT:
+            refusal = BAD_SLOT
+        elif states[slot] < 0:
+            refusal = DUPLICATE
+        if refusal != 0:
+            for j in range(i):
+                states[slots[j]] = -states[slots[j]]
+            return refusal
+        states[slot] = -states[slot]
+    for slot in slots:
+        if -states[slot] == RESIDENT:
+            release_slot(refcount, free_stack, counters, tables, num_pages_of, slot, 0)
+        else:
+            counters[SPILLED] -= num_pages_of[slot]
+            num_pages_of[slot] = 0
+        lengths[slot] = 0
+        states[slot] = FREE_SLOT
+    return 0
 
 
 @kernel

@@ -12,7 +12,9 @@ about to need) stays above that step's threshold:
 5. `preempt`  free a request's pages; the scheduler recomputes its prefill later.
 
 The ladder changes only the pool; each action it returns tells the scheduler what happened to
-which request, why and when, so the scheduler updates the request's state.
+which request, why and when, so the scheduler updates the request's state. The decision itself
+is compiled (`_ladder_kernels.plan_relief`, which changes nothing; `PressureLadder.plan` calls
+it); `relieve` applies its actions through `PagePool`'s methods.
 
 Which requests each step picks (victim order, least valuable first):
 - cap: requests with `priority >= low_priority` and `context_tokens >= long_context_tokens`,
@@ -25,13 +27,16 @@ Which requests each step picks (victim order, least valuable first):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+import numpy as np
+
 from refimpl.config._validate import positive_int, positive_real
 from refimpl.errors import ConfigError
-from refimpl.kv.pool import PagePool, RequestState
+from refimpl.kv import _ladder_kernels as LK
+from refimpl.kv.pool import PagePool
 
 __all__ = ["KVCandidate", "LadderAction", "LadderConfig", "LadderStep", "PressureLadder"]
 
@@ -44,6 +49,11 @@ class LadderStep(StrEnum):
     QUANTIZE = "quantize"
     SPILL = "spill"
     PREEMPT = "preempt"
+
+
+_STEPS = tuple(LadderStep)  # by the kernel's step codes
+assert [_STEPS[code] for code in (LK.QUEUE_NEW, LK.CAP_LENGTH, LK.QUANTIZE, LK.SPILL,
+                                  LK.PREEMPT)] == list(LadderStep)
 
 
 @dataclass(frozen=True)
@@ -100,18 +110,6 @@ class LadderConfig:
                               "is the width ratio of the formats", choices=(2, 4))
 
 
-def _cap_order(c: KVCandidate) -> tuple:
-    return (-c.priority, -c.context_tokens, c.request_id)
-
-
-def _tolerant_order(c: KVCandidate) -> tuple:
-    return (-c.priority, -c.slack_s, -c.context_tokens, c.request_id)
-
-
-def _newest_order(c: KVCandidate) -> tuple:
-    return (-c.priority, -c.arrival_s, -c.request_id)
-
-
 @dataclass
 class PressureLadder:
     """Applies the ladder to a pool and keeps the history of every action taken."""
@@ -129,71 +127,58 @@ class PressureLadder:
         now_s: float,
         need_pages: int = 0,
     ) -> list[LadderAction]:
-        """Climb the ladder until utilization (with `need_pages` more) is under every threshold."""
-        cfg = self.config
+        """Climb the ladder until utilization (with `need_pages` more) is under every threshold.
+
+        Decides with `plan` (which changes nothing), then applies each action to the pool.
+        """
         actions: list[LadderAction] = []
 
         def pressure() -> float:
             return (pool.num_used_pages + need_pages) / pool.num_pages
 
         # Holding new requests is a state, recorded when it starts, not at every call.
-        holding = pressure() > cfg.queue_new_above
+        holding = pressure() > self.config.queue_new_above
         if holding and not self._holding:
             actions.append(LadderAction(LadderStep.QUEUE_NEW, None, now_s, pressure(), 0))
         self._holding = holding
-        resident = [c for c in candidates if c.request_id in pool
-                    and pool.state(c.request_id) is RequestState.RESIDENT]
-        capped = [c for c in resident if c.priority >= cfg.low_priority
-                  and c.context_tokens >= cfg.long_context_tokens]
-        steps: list[tuple[LadderStep, float, list[KVCandidate], Callable[[int], tuple[int, float]]]]
-        steps = [
-            (LadderStep.CAP_LENGTH, cfg.cap_above, sorted(capped, key=_cap_order),
-             lambda r: (self._free(pool, r), 0.0)),
-            (LadderStep.QUANTIZE, cfg.quantize_above, sorted(resident, key=_tolerant_order),
-             lambda r: (self._quantize(pool, r), 0.0)),
-            (LadderStep.SPILL, cfg.spill_above, sorted(resident, key=_tolerant_order),
-             lambda r: self._spill(pool, r)),
-            (LadderStep.PREEMPT, cfg.preempt_above, sorted(resident, key=_newest_order),
-             lambda r: (self._free(pool, r), 0.0)),
-        ]
-        done: set[int] = set()  # a request leaves the pool (or is spilled) at most once
-        for step, threshold, victims, act in steps:
-            for victim in victims:
-                level = pressure()
-                if level <= threshold and pool.num_free_pages >= need_pages:
-                    break
-                if victim.request_id in done:
-                    continue
-                freed, transfer_s = act(victim.request_id)
-                if freed < 0:
-                    continue  # this victim cannot take this step (shared pages, tier full)
-                if step is not LadderStep.QUANTIZE:
-                    done.add(victim.request_id)
-                actions.append(LadderAction(step, victim.request_id, now_s, level, freed,
-                                            transfer_s))
+        for step, index, pages_freed, transfer_s in self.plan(pool, candidates, need_pages):
+            request_id = candidates[index].request_id
+            level = pressure()  # before the action, as the plan saw it
+            if step is LadderStep.QUANTIZE:
+                pool.quantize(request_id, self.config.quantize_factor)
+            elif step is LadderStep.SPILL:
+                pool.spill(request_id)
+            else:  # CAP_LENGTH and PREEMPT free the pages
+                pool.free(request_id)
+            actions.append(LadderAction(step, request_id, now_s, level, pages_freed,
+                                        transfer_s))
         self.history.extend(actions)
         return actions
 
-    @staticmethod
-    def _free(pool: PagePool, request_id: int) -> int:
-        before = pool.num_free_pages
-        pool.free(request_id)
-        return pool.num_free_pages - before
+    def plan(
+        self, pool: PagePool, candidates: Sequence[KVCandidate], need_pages: int = 0
+    ) -> list[tuple[LadderStep, int, int, float]]:
+        """What `relieve` would do, without doing it (the compiled `plan_relief`).
 
-    def _quantize(self, pool: PagePool, request_id: int) -> int:
-        if pool.is_quantized(request_id) or not pool.can_quantize(request_id):
-            return -1
-        factor = self.config.quantize_factor
-        kept = -(-pool.length(request_id) // (pool.page_size * factor))
-        if kept == len(pool.page_table(request_id)):
-            return -1  # nothing to gain: it would free no page
-        before = pool.num_free_pages
-        pool.quantize(request_id, self.config.quantize_factor)
-        return pool.num_free_pages - before
-
-    def _spill(self, pool: PagePool, request_id: int) -> tuple[int, float]:
-        if not pool.can_spill(request_id) or not pool.page_table(request_id):
-            return -1, 0.0
-        before = pool.num_free_pages
-        moved = pool.spill(request_id)
-        return pool.num_free_pages - before, moved * self.page_bytes / self.host_bandwidth_bytes_s
+        Returns `(step, candidate index, pages freed, transfer_s)` per action, in order;
+        `queue_new` is `relieve`'s own.
+        """
+        cfg, n = self.config, len(candidates)
+        slots = [pool.slot(c.request_id) if c.request_id in pool else -1 for c in candidates]
+        ints = np.array([slots, [c.priority for c in candidates],
+                         [c.context_tokens for c in candidates],
+                         [c.request_id for c in candidates]], dtype=np.int64).reshape(4, n)
+        floats = np.array([[c.slack_s for c in candidates], [c.arrival_s for c in candidates]],
+                          dtype=np.float64).reshape(2, n)
+        actions = np.empty((2 * n, 3), dtype=np.int64)
+        transfer_s = np.empty(2 * n, dtype=np.float64)
+        count = LK.plan_relief(
+            pool.refcount, pool.counters, pool.tables, pool.num_pages_of, pool.lengths,
+            pool.tokens_per_page, pool.states, pool.page_size, pool.cpu_tier_pages,
+            ints[0], ints[1], ints[2], floats[0], floats[1], ints[3],
+            float(cfg.cap_above), float(cfg.quantize_above), float(cfg.spill_above),
+            float(cfg.preempt_above), int(cfg.low_priority), int(cfg.long_context_tokens),
+            int(cfg.quantize_factor), int(need_pages), self.page_bytes,
+            self.host_bandwidth_bytes_s, actions, transfer_s)
+        return [(_STEPS[step], int(index), int(freed), float(transfer_s[k]))
+                for k, (step, index, freed) in enumerate(actions[:count].tolist())]

@@ -1,64 +1,189 @@
-"""The page pool as schedulers see it: pages a request needs, and one batch growth per step.
+"""The KV cache as the serving loop sees it: one facade keyed by request, over a page pool.
 
-Mirrors vLLM v1's KV-cache manager facade: a policy asks how many pages scheduling `n` more
-tokens of a request would take, keeps its own running count of free pages while it plans, and
-the engine then grows every scheduled request in one `PagePool.append_batch` call, which cannot
-fail because the plan never asked for more than was free.
+Mirrors vLLM v1's KV-cache manager over its block pool: the scheduler asks how many pages
+scheduling `n` more tokens of a request takes, and the commit grows, frees, spills, restores
+or quantizes a request's pages. The facade owns the request-to-slot map (`slot_of[i]`, the
+pool row of request `i`, -1 while it holds no pages) and a stack of free slots; nothing
+outside `refimpl/kv/` touches the pool's arrays. `KVState` is the facade's data (the pool's
+own arrays, shared, not copied) and the compiled functions here are its operations, the one
+definition each: compiled policies and the commit call them directly, and `KVView` is the same
+facade for plain-Python policies (read-only).
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-from refimpl.kv.pool import PagePool
+from refimpl._numba import inline_kernel, kernel
+from refimpl.kv import _pool_kernels as K
+from refimpl.kv.pool import PagePool, RequestState
 
-__all__ = ["KVManager"]
+__all__ = ["KVState", "KVView", "new_kv_state"]
+
+_FREE_SLOT, _RESIDENT = int(RequestState.FREE), int(RequestState.RESIDENT)
 
 
-class KVManager:
-    """Request-level operations on a `PagePool` for the scheduler and the engine."""
+class KVState(NamedTuple):
+    """A `PagePool`'s arrays, the request-to-slot map and the free slots, for compiled code."""
 
-    def __init__(self, pool: PagePool) -> None:
-        self.pool = pool
-        self.page_size = pool.page_size
+    refcount: np.ndarray
+    free_stack: np.ndarray
+    counters: np.ndarray
+    tables: np.ndarray
+    num_pages_of: np.ndarray
+    lengths: np.ndarray
+    tokens_per_page: np.ndarray
+    states: np.ndarray
+    slot_of: np.ndarray  # (n requests,) int64: the pool row of request i, -1 for none
+    free_slots: np.ndarray  # (num slots + 1,) int64: a stack, its height in the last entry
+    page_size: int
+    num_pages: int
+
+
+def new_kv_state(pool: PagePool, num_requests: int, max_holders: int) -> KVState:
+    """The facade over an empty `pool` for a run of `num_requests` requests, at most
+    `max_holders` of them holding pages at once."""
+    pool.reserve_slots(max(max_holders, 1))
+    free = np.flatnonzero(pool.states == _FREE_SLOT)[::-1]  # lowest slot on top, as the pool
+    free_slots = np.append(free, len(free)).astype(np.int64)
+    return KVState(pool.refcount, pool.free_stack, pool.counters, pool.tables, pool.num_pages_of,
+                   pool.lengths, pool.tokens_per_page, pool.states,
+                   np.full(max(num_requests, 1), -1, np.int64), free_slots, pool.page_size,
+                   pool.num_pages)
+
+
+# ---- queries ---------------------------------------------------------------------------------
+@inline_kernel
+def pages_for(num_tokens, tokens_per_page):
+    """Pages that hold `num_tokens` tokens (a ceiling division)."""
+    return _pages_needed_of(0, tokens_per_page, 0, num_tokens)
+
+
+@inline_kernel
+def num_free_pages(kv):
+    """Pages not held by any request."""
+    return kv.counters[K.FREE]
+
+
+@inline_kernel
+def pages_held(kv, i):
+    """Pages request `i` holds now (in the pool, or in the CPU tier when spilled)."""
+    slot = kv.slot_of[i]
+    return kv.num_pages_of[slot] if slot >= 0 else 0
+
+
+def pages_needed_of(num_held, tokens_per_page, num_computed, num_tokens):
+    """New pages a request holding `num_held` pages of `tokens_per_page` tokens takes if
+    `num_tokens` more of its tokens are computed: the one formula, run by Python (`KVView`)
+    and compiled into the policies (`pages_needed`)."""
+    return -(-(num_computed + num_tokens) // tokens_per_page) - num_held
+
+
+_pages_needed_of = inline_kernel(pages_needed_of)
+
+
+@inline_kernel
+def pages_needed(kv, i, num_computed, num_tokens):
+    """New pages request `i` takes if `num_tokens` more of its tokens are computed."""
+    slot = kv.slot_of[i]
+    if slot < 0:  # a request without pages starts in full-precision pages
+        return _pages_needed_of(0, kv.page_size, num_computed, num_tokens)
+    return _pages_needed_of(kv.num_pages_of[slot], kv.tokens_per_page[slot], num_computed,
+                            num_tokens)
+
+
+@inline_kernel
+def utilization(kv):
+    """Share of the pool's pages in use."""
+    return (kv.num_pages - kv.counters[K.FREE]) / kv.num_pages
+
+
+# ---- changes (the commit's only way into the pool) -------------------------------------------
+@kernel
+def _new_slot(kv, i):
+    """A free slot for request `i` (`PagePool.allocate` of no tokens)."""
+    height = kv.free_slots.shape[0] - 1
+    kv.free_slots[height] -= 1
+    slot = kv.free_slots[kv.free_slots[height]]
+    kv.states[slot] = _RESIDENT
+    kv.tokens_per_page[slot] = kv.page_size
+    kv.slot_of[i] = slot
+    return slot
+
+
+@kernel
+def grow(kv, rows, num_tokens, count):
+    """Give each request `rows[k]` room for `num_tokens[k]` more tokens, k < `count` (the
+    plan checked the pages): a slot on first use, fresh pages where the last one is full.
+
+    One call for the whole step, the arrays bound once: per-request calls with the facade
+    would update the reference count of each of its arrays every time (atomic operations
+    that cost more than the work).
+    """
+    slot_of, lengths, num_pages_of, tokens_per_page = (kv.slot_of, kv.lengths, kv.num_pages_of,
+                                                       kv.tokens_per_page)
+    refcount, free_stack, counters, tables = kv.refcount, kv.free_stack, kv.counters, kv.tables
+    for k in range(count):
+        i, tokens = rows[k], num_tokens[k]
+        slot = slot_of[i]
+        if slot >= 0 and lengths[slot] + tokens <= num_pages_of[slot] * tokens_per_page[slot]:
+            lengths[slot] += tokens  # room in the pages held (most decodes): none to take
+            continue
+        if slot < 0:
+            slot = _new_slot(kv, i)
+        K.take_pages(refcount, free_stack, counters, tables, num_pages_of, lengths,
+                     tokens_per_page, slot, tokens)
+
+
+@kernel
+def free(kv, i):
+    """Release request `i`'s pages and its slot, if it holds any."""
+    slot = kv.slot_of[i]
+    if slot < 0:
+        return
+    K.release_slot(kv.refcount, kv.free_stack, kv.counters, kv.tables, kv.num_pages_of, slot, 0)
+    kv.lengths[slot] = 0
+    kv.states[slot] = _FREE_SLOT
+    height = kv.free_slots.shape[0] - 1
+    kv.free_slots[kv.free_slots[height]] = slot
+    kv.free_slots[height] += 1
+    kv.slot_of[i] = -1
+
+
+class KVView:
+    """The facade, read-only, for plain-Python policies and gates."""
+
+    def __init__(self, kv: KVState, num_computed: np.ndarray) -> None:
+        self._kv = kv
+        self._num_computed = num_computed  # the request table's row, read live
+        self.page_size = kv.page_size
+        self.num_pages = kv.num_pages
 
     @property
     def num_free_pages(self) -> int:
         """Pages not held by any request."""
-        return self.pool.num_free_pages
-
-    def pages_needed(self, request, num_tokens: int) -> int:
-        """New pages the request takes if `num_tokens` more of its tokens are computed."""
-        slot = request.kv_slot
-        if slot < 0:
-            return -(-(request.num_computed + num_tokens) // self.page_size)
-        tokens_per_page = int(self.pool.tokens_per_page[slot])
-        held = int(self.pool.num_pages_of[slot])
-        return -(-(request.num_computed + num_tokens) // tokens_per_page) - held
-
-    def pages_held(self, request) -> int:
-        """Pages the request holds now."""
-        return int(self.pool.num_pages_of[request.kv_slot]) if request.kv_slot >= 0 else 0
-
-    def pages_for_tokens(self, num_tokens: int) -> int:
-        """Pages that hold `num_tokens` tokens at full precision."""
-        return -(-num_tokens // self.page_size)
-
-    def grow(self, requests, num_tokens) -> None:
-        """Give every request room for its scheduled tokens, in one pool call."""
-        for request in requests:
-            if request.kv_slot < 0:
-                self.pool.allocate(request.request_id, 0)
-                request.kv_slot = self.pool.slot(request.request_id)
-        slots = np.fromiter((r.kv_slot for r in requests), dtype=np.int32, count=len(requests))
-        self.pool.append_batch(slots, np.asarray(num_tokens, dtype=np.int32))
-
-    def free(self, request) -> None:
-        """Release the request's pages, if it holds any."""
-        if request.kv_slot >= 0:
-            self.pool.free(request.request_id)
-            request.kv_slot = -1
+        return int(self._kv.counters[K.FREE])
 
     def utilization(self) -> float:
         """Share of the pool's pages in use."""
-        return self.pool.num_used_pages / self.pool.num_pages
+        return (self.num_pages - self.num_free_pages) / self.num_pages
+
+    def pages_held(self, i: int) -> int:
+        """Pages request `i` holds now."""
+        slot = self._kv.slot_of[i]
+        return int(self._kv.num_pages_of[slot]) if slot >= 0 else 0
+
+    def pages_needed(self, i: int, num_tokens: int) -> int:
+        """New pages request `i` takes if `num_tokens` more of its tokens are computed."""
+        kv = self._kv
+        slot = int(kv.slot_of[i])
+        if slot < 0:
+            return pages_needed_of(0, self.page_size, int(self._num_computed[i]), num_tokens)
+        return pages_needed_of(int(kv.num_pages_of[slot]), int(kv.tokens_per_page[slot]),
+                               int(self._num_computed[i]), num_tokens)
+
+    def pages_for_tokens(self, num_tokens: int) -> int:
+        """Pages that hold `num_tokens` tokens at full precision."""
+        return pages_needed_of(0, self.page_size, 0, num_tokens)

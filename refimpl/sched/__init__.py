@@ -1,8 +1,8 @@
-"""Scheduling: requests, step plans, the policy protocol and the baseline policies."""
+"""Scheduling: requests, the run's request table, step plans, the policy protocol, policies."""
 
 from refimpl.sched.plan import StepPlan
-from refimpl.sched.policy import BASELINES, POLICIES, Policy, QueuePolicy, make_policy
+from refimpl.sched.policy import BASELINES, POLICIES, Policy, PolicyContext, make_policy
 from refimpl.sched.request import Request, RequestStatus
 
-__all__ = ["BASELINES", "POLICIES", "Policy", "QueuePolicy", "Request", "RequestStatus", "StepPlan",
-           "make_policy"]
+__all__ = ["BASELINES", "POLICIES", "Policy", "PolicyContext", "Request", "RequestStatus",
+           "StepPlan", "make_policy"]

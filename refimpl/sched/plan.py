@@ -1,33 +1,137 @@
-"""The plan of one engine step: which requests compute how many tokens.
+"""The plan of one engine step, as data: what to compute, and what to do to the KV cache first.
 
-A policy returns a `StepPlan`; the executor runs it; the engine commits the result. Only the
-commit changes a request's token counts, so a plan is a plain value that can be inspected,
-logged or replayed.
+A policy reads the run's state and returns a plan; it changes nothing. The commit
+(refimpl.engine.commit) then carries the plan out, in this order: preemptions (drop a
+request's KV; it recomputes later), early finishes (a length cap), spills to the CPU tier,
+restores from it, quantizations, then each scheduled request's KV grows by its tokens; the
+executor runs the step; the commit counts the computed tokens and emits output tokens. So a
+plan is a plain value that can be inspected, logged or replayed, and a policy called on a
+frozen snapshot leaves it untouched.
+
+Two forms of the same thing: `StepPlan`, a frozen dataclass that a plain-Python policy
+returns (requests named by their row `i` in the run's request table), and `PlanArrays`, the
+preallocated arrays that compiled policies fill and the compiled commit reads.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from refimpl.sched.request import Request
+import numpy as np
 
-__all__ = ["StepPlan"]
+from refimpl._numba import inline_kernel
+
+__all__ = ["PlanArrays", "StepPlan", "new_plan_arrays"]
 
 
 @dataclass(frozen=True, slots=True)
 class StepPlan:
-    """Work of one step: decoding requests (one token each) and prompt chunks."""
+    """Work of one step; every entry names a request by its row in the request table."""
 
-    decode: tuple[Request, ...] = ()
-    prefill: tuple[tuple[Request, int], ...] = ()  # (request, tokens computed this step)
-    kernels: tuple[str, ...] = ()  # kernel candidates chosen for the step, if the policy picks
-    finish: tuple[tuple[Request, str], ...] = ()  # requests the policy ends now, with a reason
-    extra_s: float = 0.0  # time the step spends besides computing (KV spills and restores)
+    decode: tuple[int, ...] = ()  # requests computing their newest token (one each)
+    prefill: tuple[tuple[int, int], ...] = ()  # (request, prompt tokens computed this step)
+    preempt: tuple[int, ...] = ()  # requests whose KV is dropped first, to recompute later
+    finish: tuple[tuple[int, str], ...] = ()  # (request, reason): ended now, output kept
+    spill: tuple[int, ...] = ()  # requests whose pages move to the CPU tier
+    restore: tuple[int, ...] = ()  # spilled requests whose pages come back
+    quantize: tuple[int, ...] = ()  # requests whose pages are repacked denser
+    kernels: tuple[str, ...] = ()  # kernel candidates the step runs, if the policy picks
 
     def __bool__(self) -> bool:
-        return bool(self.decode or self.prefill or self.finish or self.extra_s)
+        return bool(self.decode or self.prefill or self.preempt or self.finish or self.spill
+                    or self.restore or self.quantize)
 
     @property
     def num_tokens(self) -> int:
         """Tokens computed by the step, decode and prefill together."""
         return len(self.decode) + sum(tokens for _, tokens in self.prefill)
+
+
+# Rows of `PlanArrays.entries` (request rows; prefill token counts; finish reason codes), and
+# the matching counts in `PlanArrays.sizes`.
+DECODE, PREFILL, PREFILL_TOKENS, PREEMPT, FINISH, FINISH_REASON, SPILL, RESTORE, QUANTIZE = (
+    range(9))
+NUM_DECODE, NUM_PREFILL, NUM_PREEMPT, NUM_FINISH, NUM_SPILL, NUM_RESTORE, NUM_QUANTIZE, \
+    NUM_KERNELS = range(8)
+
+
+class PlanArrays(NamedTuple):
+    """`StepPlan` as arrays: entries by kind (rows above), counts, kernel picks."""
+
+    entries: np.ndarray  # (9, n requests) int64
+    sizes: np.ndarray  # (8,) int64: entries of each kind, then kernel picks
+    kernels: np.ndarray  # (k,) int64: kernel candidates, indices into the run's name list
+
+
+def new_plan_arrays(num_requests: int, max_kernels: int = 64) -> PlanArrays:
+    """Empty plan arrays for a run of `num_requests` requests."""
+    return PlanArrays(np.zeros((9, max(num_requests, 1)), np.int64), np.zeros(8, np.int64),
+                      np.zeros(max_kernels, np.int64))
+
+
+@inline_kernel
+def clear(sizes):
+    """Empty the plan."""
+    sizes[:] = 0
+
+
+@inline_kernel
+def is_empty(sizes):
+    """Whether the plan does nothing at all."""
+    return (sizes[NUM_DECODE] + sizes[NUM_PREFILL] + sizes[NUM_PREEMPT] + sizes[NUM_FINISH]
+            + sizes[NUM_SPILL] + sizes[NUM_RESTORE] + sizes[NUM_QUANTIZE]) == 0
+
+
+@inline_kernel
+def add_decode(entries, sizes, i):
+    """Request `i` decodes one token this step."""
+    entries[DECODE, sizes[NUM_DECODE]] = i
+    sizes[NUM_DECODE] += 1
+
+
+@inline_kernel
+def add_prefill(entries, sizes, i, tokens):
+    """Request `i` computes `tokens` prompt tokens this step."""
+    entries[PREFILL, sizes[NUM_PREFILL]] = i
+    entries[PREFILL_TOKENS, sizes[NUM_PREFILL]] = tokens
+    sizes[NUM_PREFILL] += 1
+
+
+@inline_kernel
+def add_preempt(entries, sizes, i):
+    """Request `i` loses its KV before the step and recomputes later."""
+    entries[PREEMPT, sizes[NUM_PREEMPT]] = i
+    sizes[NUM_PREEMPT] += 1
+
+
+@inline_kernel
+def add_finish(entries, sizes, i, reason):
+    """Request `i` ends before the step, its output kept, for reason code `reason`."""
+    entries[FINISH, sizes[NUM_FINISH]] = i
+    entries[FINISH_REASON, sizes[NUM_FINISH]] = reason
+    sizes[NUM_FINISH] += 1
+
+
+@inline_kernel
+def add_tier(entries, sizes, row, count, i):
+    """Request `i` spills, restores or quantizes (`row`/`count`: SPILL/NUM_SPILL, ...)."""
+    entries[row, sizes[count]] = i
+    sizes[count] += 1
+
+
+@inline_kernel
+def add_kernel(kernels, sizes, candidate):
+    """The step runs kernel candidate `candidate` (dropped past the array's length)."""
+    if sizes[NUM_KERNELS] < kernels.shape[0]:
+        kernels[sizes[NUM_KERNELS]] = candidate
+        sizes[NUM_KERNELS] += 1
+
+
+@inline_kernel
+def entry(entries, sizes, k):
+    """The plan's `k`-th computing request and its tokens: decodes (one each), then chunks."""
+    if k < sizes[NUM_DECODE]:
+        return entries[DECODE, k], 1
+    k -= sizes[NUM_DECODE]
+    return entries[PREFILL, k], entries[PREFILL_TOKENS, k]

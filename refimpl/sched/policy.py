@@ -1,178 +1,131 @@
-"""The scheduling-policy protocol, the shared queue bookkeeping, and the factory by name.
+"""The scheduling-policy protocol: what a policy reads, what it returns, and the factory by name.
 
-A policy owns the waiting and running requests. Each step the engine calls `schedule(now_s)`
-for a `StepPlan`, runs it, commits the tokens, and calls `update_from_output` with the requests
-that finished. Planning may preempt (free a running request's pages so it recomputes later),
-as vLLM does; it must never schedule more pages than are free, since the engine grows every
-scheduled request's KV in one call after planning.
+Every policy runs on the one serving loop (refimpl.engine.loop). Each step the loop asks the
+policy for a plan (`refimpl.sched.plan.StepPlan`): which requests decode, which compute how
+many prompt tokens, which are preempted, finished early, spilled, restored or quantized. The
+policy only reads; the loop's commit carries the plan out. Built-in policies are compiled
+(their decision is a Numba function over the run's arrays, dispatched by `code`); a policy of
+your own is plain Python:
 
-To try a policy of your own, subclass `QueuePolicy` (or implement the protocol) and pass the
-class, or an instance, wherever a policy name is accepted.
+    class ShortestPromptFirst(refimpl.Policy):
+        name = "spf"
+
+        def schedule(self, now_s):
+            ctx, budget = self.ctx, 2048
+            free, decode, prefill = ctx.kv.num_free_pages, [], []
+            waiting = ctx.waiting()
+            by_prompt = waiting[ctx.requests.prompt_tokens[waiting].argsort(kind="stable")]
+            for i in [*ctx.running(), *by_prompt]:  # running ones first, then shortest
+                tokens = min(ctx.requests.num_uncomputed(i), budget)
+                need = ctx.kv.pages_needed(i, tokens)
+                if tokens == 0 or need > free:
+                    break
+                if ctx.requests.num_generated[i] > 0 and tokens == 1:
+                    decode.append(i)
+                else:
+                    prefill.append((i, tokens))
+                free, budget = free - need, budget - tokens
+            return refimpl.StepPlan(tuple(decode), tuple(prefill))
+
+Override `schedule` (and, for state of your own, `add_request` and `update_from_output`).
+`self.ctx` (`PolicyContext`, set by `bind`) is what it may read: the request table (live,
+read-only views by row `i`), the KV facade, the loop's waiting and running queues, the step
+model, the model, the hardware and the cost table. It returns a `StepPlan`; an empty plan
+means nothing can run now (the loop then waits for the next arrival). It must not ask for more
+pages than `ctx.kv.num_free_pages` plus what its own preemptions free.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from refimpl.costmodel.step import StepTimeModel
+import numpy as np
+
+from refimpl.config._validate import positive_int
 from refimpl.errors import ConfigError
-from refimpl.kv.manager import KVManager
 from refimpl.sched.plan import StepPlan
-from refimpl.sched.request import Request, RequestStatus
 
 if TYPE_CHECKING:
-    from refimpl.costmodel.table import CostTable
+    from refimpl.kv.manager import KVView
+    from refimpl.sched.table import RequestTable
 
-__all__ = ["BASELINES", "POLICIES", "Policy", "QueuePolicy", "make_policy"]
+__all__ = ["BASELINES", "POLICIES", "BuiltinPolicy", "Policy", "PolicyContext", "make_policy"]
 
-
-@runtime_checkable
-class Policy(Protocol):
-    """What the engine needs from a scheduling policy."""
-
-    name: str
-
-    def bind(self, kv: KVManager, step_model: StepTimeModel | None = None,
-             cost_table: CostTable | None = None) -> None:
-        """Attach what the policy plans against (once, before the first step): the KV cache,
-        the step-time model and, where there is one, the kernels' cost table."""
-
-    def add_request(self, request: Request, now_s: float) -> None:
-        """Take an arrived request into the waiting queue."""
-
-    def schedule(self, now_s: float) -> StepPlan:
-        """Plan the next step; an empty plan means nothing can run now."""
-
-    def update_from_output(self, plan: StepPlan, finished: Sequence[Request],
-                           now_s: float) -> None:
-        """Learn which requests finished in the step just run."""
-
-    def num_waiting(self) -> int:
-        """Requests queued, not running."""
+# Codes the loop dispatches on (refimpl.engine.dispatch): one per compiled policy, and one for
+# every plain-Python policy.
+PYTHON, VLLM, SARATHI, PREFILL_FIRST, SLO = range(5)
 
 
-class QueuePolicy:
-    """A waiting deque and a running list, with preemption by recomputation (vLLM's default)."""
+@dataclass(frozen=True)
+class PolicyContext:
+    """What a policy plans against: live read-only views of the run, and its models."""
 
-    name = "queue"
+    requests: RequestTable  # the request table, by row i (in arrival order)
+    kv: KVView  # the KV cache facade, read-only
+    waiting: Callable[[], np.ndarray]  # admitted requests not running, in queue order
+    running: Callable[[], np.ndarray]  # requests holding KV, in start order
+    step_model: Any  # a StepTimeModel: the predicted time of a step
+    model: Any = None  # the ModelConfig served
+    hardware: Any = None  # the HardwareSpec it runs on
+    cost_table: Any = None  # the kernels' CostTable, where there is one
 
-    def __init__(self, *, max_num_seqs: int = 256, token_budget: int = 2048) -> None:
-        for field, value in (("max_num_seqs", max_num_seqs), ("token_budget", token_budget)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(field, value, "must be an integer >= 1")
-        self.max_num_seqs = max_num_seqs  # most requests running at once
-        self.token_budget = token_budget  # most tokens computed in one step
-        self.waiting: deque[Request] = deque()
-        self.running: list[Request] = []
-        self.kv: KVManager | None = None
 
-    def bind(self, kv: KVManager, step_model: StepTimeModel | None = None,
-             cost_table: CostTable | None = None) -> None:
-        """Attach the KV cache, the step-time model and the cost table (the baselines use
-        only the KV cache; a subclass may plan with the others)."""
-        self.kv, self.step_model, self.cost_table = kv, step_model, cost_table
+class Policy:
+    """The base of every policy: override `schedule`; the other methods have defaults."""
 
-    def add_request(self, request: Request, now_s: float) -> None:
-        """Queue an arrived request at the back."""
-        self.waiting.append(request)
+    name = "custom"
+    code = PYTHON
+    ctx: PolicyContext
 
-    def num_waiting(self) -> int:
-        """Requests queued, not running."""
-        return len(self.waiting)
+    def bind(self, ctx: PolicyContext) -> None:
+        """Attach the run's context (the loop calls it once, before the first step)."""
+        self.ctx = ctx
 
-    def update_from_output(self, plan: StepPlan, finished: Sequence[Request],
-                           now_s: float) -> None:
-        """Drop finished requests from the running list."""
-        if finished:
-            self.running = [r for r in self.running if not r.is_finished]
+    def add_request(self, i: int, now_s: float) -> None:
+        """Request `i` was admitted at `now_s` (it is in `ctx.waiting()` already)."""
 
     def schedule(self, now_s: float) -> StepPlan:
-        """Plan a step (subclasses decide how)."""
+        """The plan of the next step; changes nothing."""
         raise NotImplementedError
 
-    # ---- helpers for subclasses --------------------------------------------------------------
-    def budgeted_step(self, order: Sequence[Request]) -> StepPlan:
-        """Running requests in `order`, then waiting ones FCFS, under the token budget.
+    def update_from_output(self, plan: StepPlan, finished: np.ndarray, now_s: float) -> None:
+        """The loop committed `plan`; `finished` are the requests that ended in it."""
 
-        Each running request gets the tokens it still needs (one for a decode; the rest of its
-        prompt, chunked to the budget, otherwise). Where its pages do not fit, the newest
-        running request not yet scheduled is preempted, or failing that itself. Waiting
-        requests start in arrival order until one does not fit (no skipping ahead), and none
-        starts in a step that preempted.
-        """
-        budget, free = self.token_budget, self.kv.num_free_pages
-        decode: list[Request] = []
-        prefill: list[tuple[Request, int]] = []
-        scheduled: set[int] = set()
-        preempted = False
-        for request in order:
-            if budget == 0:
-                break
-            if request.status is not RequestStatus.RUNNING:  # preempted for an earlier one
-                continue
-            tokens = min(request.num_uncomputed, budget)
-            need = self.kv.pages_needed(request, tokens)
-            while need > free:
-                victim = self._newest_unscheduled(scheduled, request)
-                free += self.kv.pages_held(victim)
-                self.preempt(victim)
-                preempted = True
-                if victim is request:
-                    break
-            if request.status is not RequestStatus.RUNNING:
-                continue
-            free -= need
-            budget -= tokens
-            scheduled.add(request.request_id)
-            if request.is_decoding:
-                decode.append(request)
-            else:
-                prefill.append((request, tokens))
-        while (self.waiting and budget > 0 and not preempted
-               and len(self.running) < self.max_num_seqs):
-            request = self.waiting[0]
-            tokens = min(request.num_uncomputed, budget)
-            need = self.kv.pages_needed(request, tokens)
-            if need > free:
-                break
-            self.admit(request)
-            free -= need
-            budget -= tokens
-            prefill.append((request, tokens))
-        return StepPlan(tuple(decode), tuple(prefill))
+    def num_waiting(self) -> int:
+        """Requests admitted and not yet running (for the step records)."""
+        return len(self.ctx.waiting())
 
-    def _newest_unscheduled(self, scheduled: set[int], fallback: Request) -> Request:
-        for request in reversed(self.running):
-            if request.request_id not in scheduled and request is not fallback:
-                return request
-        return fallback
-
-    def preempt(self, request: Request) -> None:
-        """Free a running request's KV and put it at the front of the queue to recompute."""
-        self.running.remove(request)
-        self.kv.free(request)
-        request.num_computed = 0
-        request.num_preemptions += 1
-        request.status = RequestStatus.WAITING
-        self.waiting.appendleft(request)
-
-    def admit(self, request: Request) -> None:
-        """Move the head of the waiting queue to the running list."""
-        self.waiting.remove(request)
-        request.status = RequestStatus.RUNNING
-        self.running.append(request)
+    def kv_actions(self) -> dict[str, int]:
+        """How often each step of the KV ladder acted, if the policy uses it."""
+        return {}
 
 
-def _builtin_policies() -> dict[str, type]:
-    from refimpl.sched.policies.prefill_first import PrefillFirstPolicy
-    from refimpl.sched.policies.sarathi import SarathiPolicy
-    from refimpl.sched.policies.vllm import VLLMPolicy
-    from refimpl.sched.slo.policy import SLOPolicy
+class BuiltinPolicy(Policy):
+    """A compiled baseline: its decision is a Numba function; these are its parameters."""
 
-    return {"slo": SLOPolicy, "vllm": VLLMPolicy, "sarathi": SarathiPolicy,
-            "prefill-first": PrefillFirstPolicy}
+    default_token_budget = 2048  # vLLM's max_num_batched_tokens
+
+    def __init__(self, *, max_num_seqs: int = 256, token_budget: int | None = None) -> None:
+        token_budget = self.default_token_budget if token_budget is None else token_budget
+        positive_int("max_num_seqs", max_num_seqs)
+        positive_int("token_budget", token_budget)
+        self.max_num_seqs = max_num_seqs  # most requests running at once
+        self.token_budget = token_budget  # most tokens computed in one step
+
+    def schedule(self, now_s: float) -> StepPlan:
+        """The compiled decision runs inside the loop; there is no Python reading of it."""
+        raise ConfigError("policy", self.name, "is compiled: the loop runs its decision "
+                          "(refimpl.engine.dispatch); plan it with refimpl.engine.plan_once")
+
+
+# Where each built-in policy's class lives (imported when first named).
+_BUILTIN = {"slo": ("refimpl.sched.slo", "SLOPolicy"),
+            "vllm": ("refimpl.sched.policies.vllm", "VLLMPolicy"),
+            "sarathi": ("refimpl.sched.policies.sarathi", "SarathiPolicy"),
+            "prefill-first": ("refimpl.sched.policies.prefill_first", "PrefillFirstPolicy")}
 
 
 # The built-in policies, the default first: the seed's SLA-aware scheduler, then the
@@ -184,13 +137,20 @@ BASELINES: tuple[str, ...] = POLICIES[1:]
 def make_policy(policy: str | type | Policy, **params: object) -> Policy:
     """A policy from its name, its class (built with `params`), or an instance as it is."""
     if isinstance(policy, str):
-        classes = _builtin_policies()
-        if policy not in classes:
-            raise ConfigError("policy", policy, "unknown policy", choices=classes)
-        policy = classes[policy]
+        if policy not in _BUILTIN:
+            raise ConfigError("policy", policy, "unknown policy", choices=_BUILTIN)
+        module, name = _BUILTIN[policy]
+        policy = getattr(importlib.import_module(module), name)
     if isinstance(policy, type):
-        policy = policy(**params)
+        if not issubclass(policy, Policy):
+            raise ConfigError("policy", policy.__name__, "must subclass refimpl.Policy")
+        try:
+            policy = policy(**params)
+        except TypeError as error:
+            raise ConfigError("policy_params", sorted(params), str(error)) from None
+    elif params:
+        raise ConfigError("policy_params", sorted(params), "apply to a policy given by name "
+                          "or class, not to an instance")
     if not isinstance(policy, Policy):
-        raise ConfigError("policy", policy, "does not implement the Policy protocol "
-                          "(bind, add_request, schedule, update_from_output, num_waiting)")
+        raise ConfigError("policy", policy, "must be a refimpl.Policy (a subclass instance)")
     return policy

@@ -10,7 +10,7 @@ decode is simply the case where exactly one token is left to compute.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import IntEnum
 
 from refimpl.config.slo import SLO, SLO_PRESETS
@@ -48,8 +48,7 @@ class Request:
     finish_s: float = math.nan
     finish_reason: str = ""
     num_preemptions: int = 0
-    kv_slot: int = -1  # the request's row in the page pool while it holds pages
-    extra: dict = field(default_factory=dict)  # free room for policies' own bookkeeping
+    output_cap: int | None = None  # admission's degrade: it ends `length_capped` at this many
 
     @property
     def num_tokens(self) -> int:

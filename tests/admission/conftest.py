@@ -6,21 +6,15 @@ import pytest
 
 
 @pytest.fixture
-def admitted_engine(step_model):
+def admitted_engine(make_engine):
     """`admitted_engine(policy, num_pages=..., config=..., **policy_params)` -> a fresh Engine
-    with an `AdmissionController`."""
+    with an `AdmissionController` as its gate."""
     from refimpl.admission import AdmissionConfig, AdmissionController
-    from refimpl.engine import Engine, SimulatedExecutor
-    from refimpl.kv import PagePool
-    from refimpl.kv.manager import KVManager
-    from refimpl.sched import make_policy
 
     def build(policy="slo", *, num_pages=4096, config: AdmissionConfig | None = None,
               **params):
-        model = step_model.model
-        kv = KVManager(PagePool(num_pages, 16, max_context=model.max_context))
-        return Engine(make_policy(policy, **params), SimulatedExecutor(step_model), kv, model,
-                      admission=AdmissionController(config))
+        return make_engine(policy, num_pages=num_pages, gate=AdmissionController(config),
+                           **params)
 
     return build
 

@@ -15,7 +15,7 @@ from refimpl.sched import Request
 def _ended_cleanly(engine, run, count):
     assert len(run.requests) == count
     assert all(r.is_finished for r in run.request_list)
-    assert engine.kv.pool.num_free_pages == engine.kv.pool.num_pages
+    assert engine.pool.num_free_pages == engine.pool.num_pages
     assert set(run.requests.reason[run.requests.status == "rejected"]) <= set(REASONS)
 
 
@@ -60,9 +60,8 @@ def test_above_the_watermark_long_low_priority_requests_are_capped(admitted_engi
     run = engine.run(first + late)
     capped, kept = run.request_list[3], run.request_list[4]
     assert capped.finish_reason == "length_capped"
-    assert capped.extra["admission"] == "degrade:kv_watermark"
     # capped to what fits under the watermark: 1,700 pages - 1,500 reserved, less its prompt
-    assert capped.num_generated == 200 * 16 - 1000 < 3000
+    assert capped.output_cap == capped.num_generated == 200 * 16 - 1000 < 3000
     assert kept.finish_reason == "completed" and kept.num_generated == 3000
     summary = summarize(run.requests, run.steps)
     assert summary["finished_by_reason"]["length_capped"] == 1

@@ -3,19 +3,20 @@ residual window, the output predictor; and where admission is on by default."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from refimpl.admission import AdmissionController, LoadPredictor
 from refimpl.engine import simulate
-from refimpl.errors import ConfigError
 from refimpl.kv import PagePool
-from refimpl.kv.manager import KVManager
+from refimpl.kv.manager import KVView, new_kv_state
 from refimpl.sched import Request
 
 
 @pytest.fixture
 def predictor(step_model):
-    return LoadPredictor(step_model, KVManager(PagePool(4096, 16)), min_observations=3)
+    kv = new_kv_state(PagePool(4096, 16), 8, 8)
+    return LoadPredictor(step_model, KVView(kv, np.zeros(8, np.int64)), min_observations=3)
 
 
 def test_a_lone_request_is_predicted_by_the_cost_model_alone(predictor, step_model):
@@ -56,8 +57,9 @@ def test_the_p95_adds_the_recent_residuals_of_its_own_class(predictor):
 
 
 def test_unknown_outputs_are_predicted_by_the_rolling_p90(step_model):
-    predictor = LoadPredictor(step_model, KVManager(PagePool(4096, 16)), min_observations=3,
-                              output_known=False, default_output_tokens=64)
+    kv = KVView(new_kv_state(PagePool(4096, 16), 1, 1), np.zeros(1, np.int64))
+    predictor = LoadPredictor(step_model, kv, min_observations=3, output_known=False,
+                              default_output_tokens=64)
     request = Request(0, 0.0, 100, 1000)
     assert predictor.expected_output_tokens(request) == 64  # nothing observed yet
     for length in (10, 20, 30, 40, 50):
@@ -70,16 +72,10 @@ def test_admission_is_on_by_default_for_slo_only():
             for policy in ("slo", "vllm")}
     assert runs["slo"].settings["admission"] and not runs["vllm"].settings["admission"]
     with_it = simulate("azure-conv-like", "vllm", num_requests=20, admission=True)
-    assert with_it.settings["engine"] == "python"
     assert with_it.summary()["admission_by_decision"]["accept"] == 20
     mine = AdmissionController()
     simulate("azure-conv-like", "sarathi", num_requests=20, admission=mine)
     assert sum(mine.counts.values()) == 20
-
-
-def test_the_compiled_engine_refuses_admission_control():
-    with pytest.raises(ConfigError, match="admission"):
-        simulate("azure-conv-like", "vllm", num_requests=5, admission=True, engine="compiled")
 
 
 def test_the_cli_turns_admission_off(tmp_path):
@@ -111,9 +107,12 @@ def test_queued_prompts_count_as_ahead(predictor):
 def test_a_slower_measured_drain_rate_replaces_the_model(predictor):
     from refimpl.sched.plan import StepPlan
 
+    from refimpl.sched.table import RequestTable, new_requests
+
     first = Request(0, 0.0, 4000, 10)
+    table = RequestTable(*new_requests([first]), [first.slo])
     predictor.on_admit(first, predictor.predict(first, 0.0))
     for _ in range(3):  # 100 prompt tokens per 10 s step: 10 tokens/s while prompts wait
-        predictor.observe(StepPlan(prefill=((first, 100),)), [], 10.0)
+        predictor.observe(StepPlan(prefill=((0, 100),)), np.zeros(0, np.int64), 10.0, table)
     newcomer = Request(1, 0.0, 500, 10)
     assert predictor.predict(newcomer, 0.0).ttft_s == pytest.approx((3700 + 500) / 10)

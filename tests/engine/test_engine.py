@@ -32,7 +32,7 @@ def test_every_request_ends_and_every_page_returns(make_engine, policy, make_req
     engine = make_engine(policy, num_pages=600)  # tight: forces preemptions
     run = engine.run(make_requests(specs))
     assert all(r.is_finished for r in run.request_list)
-    assert engine.kv.pool.num_free_pages == engine.kv.pool.num_pages
+    assert engine.pool.num_free_pages == engine.pool.num_pages
     summary = summarize(run.requests, run.steps)
     assert summary["num_finished"] + summary["num_rejected"] == 200
     finished = run.requests.status == "finished"

@@ -239,3 +239,23 @@ def test_free_batch_releases_resident_and_spilled_requests_together():
     with pytest.raises(KVCacheError, match="names a request twice"):
         pool.free_batch([4, 4])
     assert 4 in pool
+
+
+def test_tier_and_free_kernels_refuse_without_changing_the_arrays():
+    from refimpl.kv import _pool_kernels as K
+    from refimpl.kv import _tier_kernels as T
+
+    pool = PagePool(8, 4, cpu_tier_pages=1)
+    pool.allocate(1, 8)
+    pool.fork(1, 2)  # slots 0 and 1 share pages 0 and 1
+    arrays = (pool.refcount, pool.free_stack, pool.counters, pool.tables, pool.num_pages_of,
+              pool.lengths, pool.tokens_per_page, pool.states)
+    before = [a.copy() for a in arrays]
+    assert T.quantize(*arrays, 0, 2) == T.SHARED_PAGE
+    assert T.quantize(*arrays, 0, 1) == T.BAD_FACTOR
+    assert T.spill(*arrays[:5], pool.states, 0, pool.cpu_tier_pages) == T.NO_TIER_ROOM
+    assert T.restore(*arrays, 0) == K.BAD_SLOT
+    assert K.free_slots(*arrays[:6], pool.states, np.array([1, 0, 1], np.int32)) == K.DUPLICATE
+    assert K.free_slots(*arrays[:6], pool.states, np.array([0, 5], np.int32)) == K.BAD_SLOT
+    assert all(np.array_equal(a, b) for a, b in zip(before, arrays, strict=True))
+    assert pool.counters[K.SPILLED] == pool.num_spilled_pages == 0

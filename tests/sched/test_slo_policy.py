@@ -8,47 +8,113 @@ import pytest
 from refimpl import SLO, HardwareSpec, ModelConfig
 from refimpl.costmodel import RooflineStepModel
 from refimpl.engine import Engine, SimulatedExecutor
-from refimpl.engine.simulate import cost_table_for
+from refimpl.engine.simulate import cost_table_for, requests_from_workload
 from refimpl.errors import ConfigError
 from refimpl.kv import PagePool
-from refimpl.kv.manager import KVManager
 from refimpl.sched import Request, make_policy
+from refimpl.sched.policy import SLO as SLO_CODE
+from refimpl.sched.policy import PolicyContext
 from refimpl.sched.slo import SLOPolicy
+from refimpl.sched.table import FINISHED, FLOAT_FIELDS, INT_FIELDS
 from refimpl.workloads import synthetic
+
+_KV_ARRAYS = ("refcount", "counters", "tables", "num_pages_of", "lengths", "tokens_per_page",
+              "states", "slot_of")
+
+
+def _pages_for(tokens: int, tokens_per_page: int) -> int:
+    return -(-tokens // tokens_per_page)
 
 
 class CheckedSLOPolicy(SLOPolicy):
     """The slo policy with its invariants asserted around every tick."""
 
+    ticks = 0
+    restarted = 0  # prompts preempted and started again in the same plan
+
+    def _state(self) -> list:
+        """Everything `schedule` must leave as it found it: requests, KV, its own queues."""
+        ctx, decode = self.ctx, self.decode
+        state = [getattr(ctx.requests, name).copy() for name in INT_FIELDS + FLOAT_FIELDS]
+        state += [getattr(ctx.kv._kv, name).copy() for name in _KV_ARRAYS]
+        state += [sorted(self.prefill.entries()), list(self.spilled), decode.rows.copy(),
+                  decode.deadline_s.copy(), decode.context.copy(), decode.active.copy()]
+        return state
+
     def schedule(self, now_s):
+        before = self._state()
         plan = super().schedule(now_s)
-        assert len(plan.decode) <= self.max_batch
-        pages = sum(self.kv.pages_needed(r, 1) for r in plan.decode) + sum(
-            self.kv.pages_needed(r, t) for r, t in plan.prefill)
-        assert pages <= self.kv.num_free_pages  # (a preemption may have freed some)
-        prefill_tokens = sum(t for _, t in plan.prefill)
-        pairs = sum(t * r.num_computed + t * (t + 1) // 2 for r, t in plan.prefill)
-        predicted_s = self.model.step_time_parts(prefill_tokens, pairs, len(plan.decode),
-                                                 sum(r.num_tokens for r in plan.decode))
-        assert predicted_s <= self.last_budget_s * (1 + 1e-12)
-        in_prefill = {r.request_id for r in self.prefill.requests()}
-        in_decode = {r.request_id for r in self.decode.requests if r is not None}
-        scheduled = {r.request_id for r in plan.decode} | {r.request_id for r, _ in plan.prefill}
-        assert not in_prefill & in_decode  # at most one queue ...
-        assert not in_prefill & scheduled  # ... and a scheduled prompt is out of its queue
-        self.ticks = getattr(self, "ticks", 0) + bool(plan)
+        after = self._state()
+        assert all(np.array_equal(a, b, equal_nan=True) if isinstance(a, np.ndarray) else a == b
+                   for a, b in zip(before, after, strict=True))  # it changed nothing ...
+        assert super().schedule(now_s) == plan  # ... so planning again gives the same plan
+        self._check(plan)
+        self.ticks += bool(plan)
         return plan
 
+    def _check(self, plan) -> None:
+        ctx, requests = self.ctx, self.ctx.requests
+        kv, state = ctx.kv, ctx.kv._kv
+        assert len(plan.decode) <= self.max_batch
+        preempted = set(plan.preempt)
+        queued = {i for _, i in self.prefill.entries()}
+        assert all(i in self.decode or i in plan.restore for i in plan.decode)
+        assert all(i in queued or i in preempted for i, _ in plan.prefill)
+        # Pages: what the plan's KV actions leave free covers what it computes (no forks here).
+        free, held = kv.num_free_pages, {}
+        tpp = {i: int(state.tokens_per_page[state.slot_of[i]]) for i in plan.quantize}
+        for i in plan.restore:
+            free -= kv.pages_held(i)
+        for i in plan.quantize:
+            kept = _pages_for(int(state.lengths[state.slot_of[i]]), tpp[i] * 2)
+            free += kv.pages_held(i) - kept
+            held[i], tpp[i] = kept, tpp[i] * 2
+        for i in [*plan.spill, *(i for i, _ in plan.finish), *plan.preempt]:
+            free += held.pop(i, kv.pages_held(i))
+            held[i] = 0
+        need = 0
+        for i, tokens in [*((i, 1) for i in plan.decode), *plan.prefill]:
+            if i in preempted:
+                need += _pages_for(tokens, kv.page_size)
+            else:
+                slot = state.slot_of[i]
+                per_page = tpp.get(i, int(state.tokens_per_page[slot]) if slot >= 0
+                                   else kv.page_size)
+                need += (_pages_for(int(requests.num_computed[i]) + tokens, per_page)
+                         - held.get(i, kv.pages_held(i)))
+        assert need <= free
+        # The step's predicted time is within the tick's budget.
+        computed = {i: 0 if i in preempted else int(requests.num_computed[i])
+                    for i, _ in plan.prefill}
+        prefill_tokens = sum(t for _, t in plan.prefill)
+        pairs = sum(t * computed[i] + t * (t + 1) // 2 for i, t in plan.prefill)
+        predicted_s = ctx.step_model.step_time_parts(
+            prefill_tokens, pairs, len(plan.decode), sum(requests.num_tokens(i)
+                                                         for i in plan.decode))
+        assert predicted_s <= self.last_budget_s * (1 + 1e-12)
+        self.restarted += len(preempted & {i for i, _ in plan.prefill})
 
-def serve(workload, policy, *, model="llama-3-8b", pages=None):
+    def update_from_output(self, plan, finished, now_s):
+        super().update_from_output(plan, finished, now_s)
+        status = self.ctx.requests.status
+        rows = [i for _, i in self.prefill.entries()]
+        decoding = set(self.decode.decoding().tolist())
+        assert len(rows) == len(set(rows))  # queued once ...
+        assert not set(rows) & decoding  # ... in at most one queue ...
+        assert not set(self.spilled) & (decoding | set(rows))  # ... or in the CPU tier
+        assert all(status[i] < FINISHED for i in [*rows, *decoding, *self.spilled])
+        for i, _ in plan.prefill:  # a prompt that computed is queued, decodes, or ended
+            assert (i in set(rows)) + (i in decoding) + (status[i] >= FINISHED) == 1
+
+
+def serve(workload, policy, *, model="llama-3-8b", pages=None, cpu_pages=0, cost_table=True):
     model = ModelConfig.preset(model)
     hardware = HardwareSpec.preset("h100-sxm")
-    step_model = RooflineStepModel(model, hardware)
-    pool = PagePool(pages or 20000, 16, max_context=model.max_context)
-    engine = Engine(policy, SimulatedExecutor(step_model), KVManager(pool), model,
-                    cost_table_for(model, hardware))
-    from refimpl.engine.simulate import requests_from_workload
-
+    pool = PagePool(pages or 20000, 16, max_context=model.max_context,
+                    cpu_tier_pages=cpu_pages)
+    engine = Engine(policy, SimulatedExecutor(RooflineStepModel(model, hardware)), pool, model,
+                    hardware=hardware,
+                    cost_table=cost_table_for(model, hardware) if cost_table else None)
     requests = workload if isinstance(workload, list) else requests_from_workload(workload)
     return engine.run(requests), engine
 
@@ -57,9 +123,20 @@ def serve(workload, policy, *, model="llama-3-8b", pages=None):
 def test_invariants_hold_every_tick(rate, pages):
     policy = CheckedSLOPolicy()
     run, _ = serve(synthetic("azure-conv-like", num_requests=300, rate=rate, seed=1), policy,
-                   pages=pages)
-    assert policy.ticks >= len(run.steps)  # every step was checked (retries check twice)
+                   pages=pages, cpu_pages=pages or 0)
+    assert policy.ticks == len(run.steps)  # every step was checked
     assert set(run.requests.reason) <= {"completed", "exceeds_context"}
+
+
+def test_a_prompt_preempted_for_another_may_restart_in_the_same_plan():
+    # 40 prompts whose TTFT deadlines tighten with each arrival fill a small pool with half-done
+    # prompts: the latest-deadline one is preempted so the new head can run, and the same plan
+    # may start it again from scratch.
+    requests = [Request(i, 0.01 * i, 1500, 30, slo=SLO(10.0 - 0.2 * i, 0.5)) for i in range(40)]
+    policy = CheckedSLOPolicy(ladder=None, max_chunk=256)
+    run, _ = serve(requests, policy, pages=200)
+    assert run.requests.num_preemptions.sum() > 0 and policy.restarted > 0
+    assert set(run.requests.status) == {"finished"}
 
 
 def test_no_request_starves_under_moderate_load():
@@ -142,25 +219,24 @@ def test_bad_parameters_are_refused():
     with pytest.raises(ConfigError, match=r"value_mode=5.*choose from: 0, 1"):
         SLOPolicy(value_mode=5)
     policy = SLOPolicy()
+    assert (policy.name, policy.code) == ("slo", SLO_CODE)
     with pytest.raises(ConfigError, match="step_model=None"):
-        policy.bind(KVManager(PagePool(4, 4)))
+        policy.bind(PolicyContext(None, None, lambda: np.zeros(0, np.int64),
+                                  lambda: np.zeros(0, np.int64), None))
 
 
 def _crowded_run(priorities):
     """12 requests wanting ~2,200 pages of a 700-page pool (300 more in the CPU tier)."""
-    model = ModelConfig.preset("llama-3-8b")
-    step_model = RooflineStepModel(model, HardwareSpec.preset("h100-sxm"))
-    pool = PagePool(700, 16, max_context=model.max_context, cpu_tier_pages=300)
-    policy = make_policy("slo")
-    engine = Engine(policy, SimulatedExecutor(step_model), KVManager(pool), model)
     batch = SLO.preset("batch")
     requests = [Request(i, 0.001 * i, 2500 if i % 2 else 400, 400, priority=priorities[i % 2],
                         slo=batch) for i in range(12)]
-    run = engine.run(requests)
+    policy = CheckedSLOPolicy()
+    run, engine = serve(requests, policy, pages=700, cpu_pages=300, cost_table=False)
     assert set(run.requests.status) == {"finished"}  # every request ends ...
+    pool = engine.pool
     assert pool.num_free_pages == pool.num_pages  # ... no page leaks, nothing left spilled
-    assert pool.stats().num_spilled_pages == 0 and not policy.pressure.spilled
-    return run, {str(action.step) for action in policy.pressure.ladder.history}
+    assert pool.stats().num_spilled_pages == 0 and not policy.spilled
+    return run, set(run.steps.kv_actions)
 
 
 def test_the_ladder_caps_low_priority_long_requests_first():
@@ -174,5 +250,5 @@ def test_the_ladder_caps_low_priority_long_requests_first():
 
 def test_with_nothing_to_cap_the_ladder_quantizes_and_spills():
     run, steps = _crowded_run(priorities=(0, 0))
-    assert "length_capped" not in steps and "quantize" in steps
+    assert "length_capped" not in steps and {"quantize", "spill"} <= steps
     assert set(run.requests.reason) == {"completed"}

@@ -1,60 +1,65 @@
 """Prefill-first: a step is all prefill whenever a prompt waits, else all decode.
 
 Mirrors vLLM v0's default scheduler before chunked prefill (and Orca-style iteration-level
-scheduling): waiting prompts are prefilled whole, in arrival order, batched up to the token
-budget (a prompt longer than the budget runs alone); only when no prompt can start do the
-running requests decode, all together. Prompts therefore stall decodes: the TPOT cost that
-chunked prefill was invented to remove. KV exhaustion during decode preempts the most recently
-started request.
+scheduling; Vidur calls it `vllm`): waiting prompts are prefilled whole, in arrival order,
+batched up to the token budget (a prompt longer than the budget runs alone); only when no
+prompt can start do the running requests decode, all together. Prompts therefore stall
+decodes: the TPOT cost that chunked prefill was invented to remove. KV exhaustion during
+decode preempts the most recently started request.
 """
 
 from __future__ import annotations
 
-from refimpl.sched.plan import StepPlan
-from refimpl.sched.policy import QueuePolicy
-from refimpl.sched.request import Request, RequestStatus
+from refimpl._numba import inline_kernel
+from refimpl.kv import manager as kvm
+from refimpl.sched.plan import NUM_PREFILL, add_decode, add_prefill, add_preempt
+from refimpl.sched.policies.budget import uncomputed
+from refimpl.sched.policy import PREFILL_FIRST, BuiltinPolicy
+from refimpl.sched.queues import NUM_RUNNING, WAIT_LEN, waiting_at
+from refimpl.sched.table import COMPUTED
 
-__all__ = ["PrefillFirstPolicy"]
+__all__ = ["PrefillFirstPolicy", "plan_prefill_first"]
 
 
-class PrefillFirstPolicy(QueuePolicy):
+@inline_kernel
+def plan_prefill_first(token_budget, max_num_seqs, ints, kv, q, entries, sizes):
+    """One prefill-first step: whole waiting prompts if any can start, else every decode."""
+    budget, free = token_budget, kvm.num_free_pages(kv)
+    num_started = 0
+    while (num_started < q.sizes[WAIT_LEN]
+           and q.sizes[NUM_RUNNING] + num_started < max_num_seqs):
+        i = waiting_at(q, num_started)
+        tokens = uncomputed(ints, i)
+        need = kvm.pages_needed(kv, i, ints[COMPUTED, i], tokens)
+        if need > free or (sizes[NUM_PREFILL] > 0 and tokens > budget):
+            break
+        num_started += 1
+        free -= need
+        budget -= tokens
+        add_prefill(entries, sizes, i, tokens)
+    if sizes[NUM_PREFILL] > 0:
+        return
+    # No prompt could start: every running request decodes (the budget does not cap decodes
+    # here, as in vLLM v0 where max_num_seqs bounds the decode batch); while the pages do not
+    # fit, the newest not yet preempted is (victims come from the back: never one already in).
+    last = q.sizes[NUM_RUNNING] - 1
+    for k in range(q.sizes[NUM_RUNNING]):
+        if k > last:
+            break
+        i = q.running[k]
+        need = kvm.pages_needed(kv, i, ints[COMPUTED, i], 1)
+        while need > free and k <= last:
+            victim = q.running[last]
+            free += kvm.pages_held(kv, victim)
+            add_preempt(entries, sizes, victim)
+            last -= 1
+        if k <= last:
+            free -= need
+            add_decode(entries, sizes, i)
+
+
+class PrefillFirstPolicy(BuiltinPolicy):
     """Whole-prompt prefills take priority over decodes."""
 
     name = "prefill-first"
-
-    def schedule(self, now_s: float) -> StepPlan:
-        """Plan one step."""
-        prefill = []
-        budget, free = self.token_budget, self.kv.num_free_pages
-        while self.waiting and len(self.running) < self.max_num_seqs:
-            request = self.waiting[0]
-            tokens = request.num_uncomputed
-            need = self.kv.pages_needed(request, tokens)
-            if need > free or (prefill and tokens > budget):
-                break
-            self.admit(request)
-            free -= need
-            budget -= tokens
-            prefill.append((request, tokens))
-        if prefill:
-            return StepPlan((), tuple(prefill))
-        # No prompt could start: every running request decodes (the budget does not cap
-        # decodes here, as in vLLM v0 where max_num_seqs bounds the decode batch).
-        return StepPlan(self._decode_all(), ())
-
-    def _decode_all(self) -> tuple[Request, ...]:
-        """All running requests decode, preempting the newest while the pages do not fit."""
-        free = self.kv.num_free_pages
-        decode = []
-        for request in list(self.running):  # victims come from the back: never one already in
-            if request.status is not RequestStatus.RUNNING:
-                continue
-            need = self.kv.pages_needed(request, 1)
-            while need > free and request.status is RequestStatus.RUNNING:
-                victim = self.running[-1]
-                free += self.kv.pages_held(victim)
-                self.preempt(victim)
-            if request.status is RequestStatus.RUNNING:
-                free -= need
-                decode.append(request)
-        return tuple(decode)
+    code = PREFILL_FIRST

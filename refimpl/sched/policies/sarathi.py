@@ -9,22 +9,32 @@ is left of the budget. KV exhaustion preempts the most recently started request,
 
 from __future__ import annotations
 
-from refimpl.sched.plan import StepPlan
-from refimpl.sched.policy import QueuePolicy
+from refimpl._numba import inline_kernel
+from refimpl.sched.policies.budget import budgeted_step, is_decoding
+from refimpl.sched.policy import SARATHI, BuiltinPolicy
+from refimpl.sched.queues import NUM_RUNNING, new_decision
 
-__all__ = ["SarathiPolicy"]
+__all__ = ["SarathiPolicy", "plan_sarathi"]
 
 
-class SarathiPolicy(QueuePolicy):
+@inline_kernel
+def plan_sarathi(token_budget, max_num_seqs, ints, kv, q, entries, sizes):
+    """One Sarathi step: running decodes, then running prompt chunks, then waiting ones."""
+    epoch = new_decision(q)
+    num_running = q.sizes[NUM_RUNNING]
+    k = 0
+    for decoding in (True, False):
+        for m in range(num_running):
+            i = q.running[m]
+            if is_decoding(ints, i) == decoding:
+                q.order[k] = i
+                k += 1
+    budgeted_step(token_budget, max_num_seqs, epoch, num_running, ints, kv, q, entries, sizes)
+
+
+class SarathiPolicy(BuiltinPolicy):
     """Sarathi-Serve: stall-free batching under a fixed per-step token budget."""
 
     name = "sarathi"
-
-    def __init__(self, *, max_num_seqs: int = 256, token_budget: int = 512) -> None:
-        super().__init__(max_num_seqs=max_num_seqs, token_budget=token_budget)
-
-    def schedule(self, now_s: float) -> StepPlan:
-        """Plan one step."""
-        decodes = [r for r in self.running if r.is_decoding]
-        partial = [r for r in self.running if not r.is_decoding]
-        return self.budgeted_step(decodes + partial)
+    code = SARATHI
+    default_token_budget = 512  # Sarathi-Serve's chunk size

@@ -1,79 +1,90 @@
-"""The `slo` policy's answer to KV pressure: the seed's ladder, applied to its requests.
+"""The `slo` policy's answer to KV pressure: the seed's ladder, decided as part of the plan.
 
-Each tick, above the ladder's first watermark, `PressureResponse.relieve` hands the decoding
-requests to `refimpl.kv.PressureLadder` as victims-to-be and carries out for each request what
-the ladder did to its pages: a length-capped request finishes now (its output so far kept), a
-quantized one decodes on from denser pages, a spilled one leaves the decode set until it is
-restored (both transfers charged to the step), a preempted one recomputes later. Below the
-first watermark, spilled requests come back, oldest first, while they keep the pool under it.
+Each tick, above the ladder's first watermark, the decoding requests are the ladder's
+victims-to-be. `climb` asks the compiled ladder decision (`refimpl.kv._ladder_kernels.
+plan_relief`, the one definition of `PressureLadder`'s rules: thresholds, victim order, what
+each step frees) what each step does to which request, on the tick's `Projection` of the
+pool, and applies the answer to the projection, never to the pool; the plan carries it out:
+a length-capped request finishes (its output so far kept), a quantized one decodes on from
+denser pages, a spilled one leaves the decode set until it is restored, a preempted one
+recomputes later. Below the first watermark, `restores` brings spilled requests back, oldest
+first, while they keep the pool under it. The copies to and from the CPU tier are the
+executor's to charge.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple
 
-from refimpl.kv.ladder import KVCandidate, LadderConfig, LadderStep, PressureLadder
-from refimpl.sched.request import Request
+import numpy as np
 
-__all__ = ["PressureResponse", "Relief"]
+from refimpl.kv import _ladder_kernels as LK
+from refimpl.kv.ladder import LadderConfig, LadderStep
 
+if TYPE_CHECKING:
+    from refimpl.sched.slo.projection import Projection
+    from refimpl.sched.table import RequestTable
 
-@dataclass
-class Relief:
-    """What the scheduler must do this tick because of the ladder."""
+__all__ = ["LadderMove", "climb", "restores"]
 
-    finish: list[tuple[Request, str]] = field(default_factory=list)  # (request, reason)
-    preempted: list[Request] = field(default_factory=list)  # to recompute
-    restored: list[Request] = field(default_factory=list)  # back from the CPU tier
-    transfer_s: float = 0.0  # spill and restore copies, charged to the step
+_STEPS = tuple(LadderStep)  # by the kernel's step codes
 
 
-class PressureResponse:
-    """Runs the ladder over the decode set and tracks the requests it spilled."""
+class LadderMove(NamedTuple):
+    """One ladder action: its step, the request, the pages it frees."""
 
-    def __init__(self, config: LadderConfig, page_bytes: int,
-                 host_bandwidth_bytes_s: float) -> None:
-        self.ladder = PressureLadder(config, page_bytes, host_bandwidth_bytes_s)
-        self.spilled: list[Request] = []  # in spill order
+    step: LadderStep
+    row: int
+    pages_freed: int
 
-    def relieve(self, kv, decode_set, now_s: float) -> Relief:
-        """Climb the ladder if the pool is over its first watermark; else bring spills back."""
-        relief = Relief()
-        pool = kv.pool
-        if kv.utilization() <= self.ladder.config.queue_new_above:
-            if self.spilled:
-                self._restore(kv, relief)
-            return relief
-        decoding = [r for r in decode_set.requests if r is not None]  # only under pressure
-        by_id = {r.request_id: r for r in decoding}
-        candidates = [KVCandidate(r.request_id, r.priority, r.num_computed,
-                                  r.next_token_deadline_s() - now_s, r.arrival_s)
-                      for r in decoding]
-        for action in self.ladder.relieve(pool, candidates, now_s):
-            request = by_id.get(action.request_id)
-            if request is None:  # QUEUE_NEW: the policy already holds new prompts back
-                continue
-            if action.step in (LadderStep.CAP_LENGTH, LadderStep.PREEMPT):
-                request.kv_slot = -1  # the ladder freed its pages
-                if action.step is LadderStep.CAP_LENGTH:
-                    relief.finish.append((request, "length_capped"))
-                else:
-                    relief.preempted.append(request)
-            elif action.step is LadderStep.SPILL:
-                self.spilled.append(request)
-                relief.transfer_s += action.transfer_s
-        return relief
 
-    def _restore(self, kv, relief: Relief) -> None:
-        """Bring spilled requests back while the pool stays under the first watermark."""
-        pool, limit = kv.pool, self.ladder.config.queue_new_above
-        while self.spilled:
-            request = self.spilled[0]
-            pages = int(pool.num_pages_of[pool.slot(request.request_id)])  # in the CPU tier
-            if (pool.num_used_pages + pages) / pool.num_pages > limit:
-                return
-            pool.restore(request.request_id)
-            self.spilled.pop(0)
-            relief.restored.append(request)
-            relief.transfer_s += pages * self.ladder.page_bytes / (
-                self.ladder.host_bandwidth_bytes_s)
+def climb(config: LadderConfig, kv: Projection, requests: RequestTable, rows: np.ndarray,
+          now_s: float) -> list[LadderMove]:
+    """The ladder's actions over the decoding `rows`, each applied to `kv` in turn.
+
+    Each step acts, victim after victim, while utilization is above its threshold; a request
+    leaves the pool (capped, spilled or preempted) at most once.
+    """
+    generated = requests.num_generated[rows]
+    deadline_s = np.where(generated == 0, requests.arrival_s[rows] + requests.ttft_slo_s[rows],
+                          requests.last_token_s[rows] + requests.tpot_slo_s[rows])
+    slots = np.array([kv.slot(i) for i in rows.tolist()], np.int64)
+    refcount, counters, tables, num_pages_of, lengths, tokens_per_page, states = kv.arrays()
+    n = len(rows)
+    actions = np.empty((2 * n, 3), np.int64)
+    transfer_s = np.empty(2 * n, np.float64)
+    count = LK.plan_relief(
+        refcount, counters, tables, num_pages_of, lengths, tokens_per_page, states,
+        kv.page_size, kv.cpu_capacity(), slots, requests.priority[rows].astype(np.int64),
+        requests.num_computed[rows].astype(np.int64), deadline_s - now_s,
+        requests.arrival_s[rows].astype(np.float64), requests.request_id[rows].astype(np.int64),
+        float(config.cap_above), float(config.quantize_above), float(config.spill_above),
+        float(config.preempt_above), int(config.low_priority),
+        int(config.long_context_tokens), int(config.quantize_factor), 0, 1, 1.0, actions,
+        transfer_s)
+    moves = []
+    for code, c, freed in actions[:count].tolist():
+        step, i = _STEPS[code], int(rows[c])
+        if step is LadderStep.QUANTIZE:
+            done = kv.quantize(i, config.quantize_factor)
+        elif step is LadderStep.SPILL:
+            done = kv.spill(i)[0]
+        elif step is LadderStep.PREEMPT:
+            done = kv.preempt(i)
+        else:
+            done = kv.release(i)
+        assert done == freed, (step, i, done, freed)  # the projection follows the decision
+        moves.append(LadderMove(step, i, freed))
+    return moves
+
+
+def restores(limit: float, kv: Projection, spilled: list[int]) -> list[int]:
+    """Spilled requests to bring back, oldest first, while the pool stays at most `limit`
+    full; each is applied to `kv`."""
+    back = []
+    for i in spilled:
+        if (kv.used + kv.pages_held(i)) / kv.num_pages > limit:
+            break
+        kv.restore(i)
+        back.append(i)
+    return back

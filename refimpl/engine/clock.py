@@ -1,4 +1,4 @@
-"""A monotonic nanosecond clock callable from compiled code, for the policy's decision time.
+"""A monotonic nanosecond clock callable from compiled code, for the decision time of a step.
 
 Numba has no clock of its own, and a ctypes function pointer would bake an address into the
 machine code (so the kernel could not be cached on disk). This intrinsic instead calls libc's

@@ -1,0 +1,168 @@
+"""The compiled loop's way back into Python: plain-Python policies, gates and step models.
+
+The loop (refimpl.engine.loop) calls these functions from `objmode` blocks with a run handle;
+the handle names a `RunBridge`, registered for the length of one run, which holds the Python
+objects and the same arrays the loop works on (shared memory, so a Python policy reads live
+state and writes its plan where the commit reads it). A registry keyed by handle, not a
+global "current run", so runs may nest (a policy that simulates ahead) without sharing state.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from refimpl.admission.gate import Action
+from refimpl.errors import SchedulingError
+from refimpl.sched.plan import (
+    DECODE,
+    FINISH,
+    FINISH_REASON,
+    NUM_DECODE,
+    NUM_FINISH,
+    NUM_KERNELS,
+    NUM_PREEMPT,
+    NUM_PREFILL,
+    NUM_QUANTIZE,
+    NUM_RESTORE,
+    NUM_SPILL,
+    PREEMPT,
+    PREFILL,
+    PREFILL_TOKENS,
+    QUANTIZE,
+    RESTORE,
+    SPILL,
+    PlanArrays,
+    StepPlan,
+)
+
+if TYPE_CHECKING:
+    from refimpl.admission.gate import Decision, Gate
+    from refimpl.sched.policy import Policy
+    from refimpl.sched.table import ReasonCodes
+
+__all__ = ["ACTION_CODES", "RunBridge", "registered"]
+
+ACTION_CODES = {Action.ACCEPT: 0, Action.QUEUE: 1, Action.DEGRADE: 2, Action.REJECT: 3}
+_ROWS = (("decode", DECODE, NUM_DECODE), ("preempt", PREEMPT, NUM_PREEMPT),
+         ("spill", SPILL, NUM_SPILL), ("restore", RESTORE, NUM_RESTORE),
+         ("quantize", QUANTIZE, NUM_QUANTIZE))
+
+
+class RunBridge:
+    """One run's Python side: its components and the arrays shared with the loop."""
+
+    def __init__(self, policy: Policy, gate: Gate | None, executor: Any, plan: PlanArrays,
+                 finished: np.ndarray, gate_out: np.ndarray, reasons: ReasonCodes,
+                 kernel_names: list[str]) -> None:
+        self.policy, self.gate, self.executor = policy, gate, executor
+        self.plan, self.finished, self.gate_out = plan, finished, gate_out
+        self.reasons, self.kernel_names = reasons, kernel_names
+        self._kernel_code = {name: code for code, name in enumerate(kernel_names)}
+
+    # ---- plans between their two forms ------------------------------------------------------
+    def write_plan(self, plan: StepPlan) -> None:
+        """Put a Python policy's plan into the plan arrays (which are empty)."""
+        if not isinstance(plan, StepPlan):
+            raise SchedulingError("plan", type(plan).__name__, f"policy "
+                                  f"{self.policy.name!r} must return a refimpl.StepPlan")
+        entries, sizes = self.plan.entries, self.plan.sizes
+        for name, row, count in _ROWS:
+            rows = getattr(plan, name)
+            if rows:  # (the arrays come empty: most kinds stay so)
+                sizes[count] = len(rows)
+                entries[row, :len(rows)] = rows
+        sizes[NUM_PREFILL] = len(plan.prefill)
+        for k, (i, tokens) in enumerate(plan.prefill):
+            entries[PREFILL, k], entries[PREFILL_TOKENS, k] = i, tokens
+        sizes[NUM_FINISH] = len(plan.finish)
+        for k, (i, reason) in enumerate(plan.finish):
+            entries[FINISH, k], entries[FINISH_REASON, k] = i, self.reasons.code(reason)
+        kernels = plan.kernels[:len(self.plan.kernels)]
+        sizes[NUM_KERNELS] = len(kernels)
+        for k, name in enumerate(kernels):  # (names new to the run get the next code)
+            code = self._kernel_code.get(name)
+            if code is None:
+                code = self._kernel_code[name] = len(self.kernel_names)
+                self.kernel_names.append(name)
+            self.plan.kernels[k] = code
+
+    def read_plan(self) -> StepPlan:
+        """The plan arrays as a `StepPlan` (for Python components that observe a step)."""
+        entries, sizes = self.plan.entries, self.plan.sizes
+        rows = {name: tuple(entries[row, :sizes[count]].tolist()) for name, row, count in _ROWS}
+        n = sizes[NUM_PREFILL]
+        prefill = tuple(zip(entries[PREFILL, :n].tolist(), entries[PREFILL_TOKENS, :n].tolist(),
+                            strict=True))
+        n = sizes[NUM_FINISH]
+        finish = tuple((i, self.reasons.names[code]) for i, code in zip(
+            entries[FINISH, :n].tolist(), entries[FINISH_REASON, :n].tolist(), strict=True))
+        kernels = tuple(self.kernel_names[c] for c in self.plan.kernels[:sizes[NUM_KERNELS]])
+        return StepPlan(prefill=prefill, finish=finish, kernels=kernels, **rows)
+
+    def write_decision(self, k: int, i: int, decision: Decision) -> None:
+        """Row `k` of the gate's output: request, action, reason code, output cap."""
+        self.gate_out[:, k] = (i, ACTION_CODES[decision.action],
+                               self.reasons.code(decision.reason), decision.output_cap)
+
+
+_RUNS: dict[int, RunBridge] = {}
+_HANDLES = itertools.count(1)
+
+
+@contextmanager
+def registered(run: RunBridge) -> Iterator[int]:
+    """A handle for `run` while the block runs (0 is never a handle)."""
+    handle = next(_HANDLES)
+    _RUNS[handle] = run
+    try:
+        yield handle
+    finally:
+        del _RUNS[handle]
+
+
+# ---- what the loop calls (from objmode) --------------------------------------------------------
+def policy_add(handle: int, i: int, now_s: float) -> None:
+    _RUNS[handle].policy.add_request(int(i), float(now_s))
+
+
+def policy_schedule(handle: int, now_s: float) -> None:
+    run = _RUNS[handle]
+    run.write_plan(run.policy.schedule(float(now_s)))
+
+
+def policy_update(handle: int, num_finished: int, now_s: float) -> int:
+    run = _RUNS[handle]
+    run.policy.update_from_output(run.read_plan(), run.finished[:num_finished].copy(),
+                                  float(now_s))
+    return run.policy.num_waiting()
+
+
+def gate_arrive(handle: int, i: int, now_s: float) -> None:
+    run = _RUNS[handle]
+    run.write_decision(0, int(i), run.gate.on_arrival(int(i), float(now_s)))
+
+
+def gate_poll(handle: int, now_s: float) -> int:
+    run = _RUNS[handle]
+    leaving = run.gate.poll(float(now_s))
+    for k, (i, decision) in enumerate(leaving):
+        run.write_decision(k, i, decision)
+    return len(leaving)
+
+
+def gate_observe(handle: int, num_finished: int, duration_s: float, now_s: float) -> int:
+    run = _RUNS[handle]
+    run.gate.observe(run.read_plan(), run.finished[:num_finished].copy(), float(duration_s),
+                     float(now_s))
+    return run.gate.num_queued()
+
+
+def step_seconds(handle: int, prefill_tokens: int, prefill_pairs: int, decode_seqs: int,
+                 decode_context_tokens: int) -> float:
+    return float(_RUNS[handle].executor.step_seconds(
+        int(prefill_tokens), int(prefill_pairs), int(decode_seqs), int(decode_context_tokens)))

@@ -1,0 +1,120 @@
+"""Which policy, gate and clock the compiled loop calls: built-in ones by code, others by bridge.
+
+The loop is compiled once for every policy: each call here branches on a small integer code
+(refimpl.sched.policy's PYTHON, VLLM, ...) to a built-in's compiled decision, or crosses to
+Python through `refimpl.engine.bridge` for a plain-Python policy, gate or step model (about
+2 us a crossing). Branching on a code, not passing the policy's function as an argument,
+because Numba cannot cache a function that takes another compiled function (its type is
+keyed by the object, new in every process), and compiling the loop in every run would cost
+seconds.
+"""
+
+from __future__ import annotations
+
+from numba import objmode
+
+from refimpl._numba import inline_kernel, kernel
+from refimpl.costmodel.step import roofline_step_s
+from refimpl.engine import bridge
+from refimpl.sched.plan import NUM_DECODE, NUM_PREFILL, PREFILL, PREFILL_TOKENS, DECODE
+from refimpl.sched.policies.prefill_first import plan_prefill_first
+from refimpl.sched.policies.sarathi import plan_sarathi
+from refimpl.sched.policies.vllm import plan_vllm
+from refimpl.sched.policy import PREFILL_FIRST, PYTHON, SARATHI, VLLM
+from refimpl.sched.queues import WAIT_LEN
+from refimpl.sched.table import COMPUTED, GENERATED, PROMPT
+
+__all__ = ["ROOFLINE", "add_request", "num_waiting", "plan_step", "step_seconds", "update"]
+
+ROOFLINE = 0  # executor code: the roofline step model, compiled (else PYTHON: the bridge)
+TOKEN_BUDGET, MAX_NUM_SEQS = range(2)  # a baseline's entries of `params`
+
+_step_s = inline_kernel(roofline_step_s)
+
+
+@kernel(calls_python=True)
+def plan_step(code, params, handle, ints, kv, q, entries, sizes, now):
+    """Fill the plan of the next step (the plan arrays are empty on entry).
+
+    A call, not inlined into the loop: in one function that large, Numba's reference-count
+    pruning gives up, and every array of `kv` and `q` the decision touches cost two atomic
+    operations (60% of the loop's time, measured); a call of its own prunes them.
+    """
+    if code == VLLM:
+        plan_vllm(params[TOKEN_BUDGET], params[MAX_NUM_SEQS], ints, kv, q, entries, sizes)
+    elif code == SARATHI:
+        plan_sarathi(params[TOKEN_BUDGET], params[MAX_NUM_SEQS], ints, kv, q, entries, sizes)
+    elif code == PREFILL_FIRST:
+        plan_prefill_first(params[TOKEN_BUDGET], params[MAX_NUM_SEQS], ints, kv, q, entries,
+                           sizes)
+    else:
+        _python_schedule(handle, now)
+
+
+@inline_kernel
+def add_request(code, handle, i, now):
+    """Tell the policy that request `i` was admitted (the loop queued it already)."""
+    if code == PYTHON:
+        _python_add(handle, i, now)
+
+
+@inline_kernel
+def update(code, handle, num_finished, now):
+    """Tell the policy the plan was committed; returns the requests it has waiting, or -1
+    when the loop's own waiting queue says."""
+    if code != PYTHON:
+        return -1
+    return _python_update(handle, num_finished, now)
+
+
+@inline_kernel
+def num_waiting(policy_waiting, q):
+    """Requests admitted and not running: the policy's count, or the loop's queue."""
+    return q.sizes[WAIT_LEN] if policy_waiting < 0 else policy_waiting
+
+
+@inline_kernel
+def step_seconds(code, coefficients, handle, ints, entries, sizes):
+    """The step's duration on the simulated clock: the roofline, or a Python step model."""
+    prefill_tokens = prefill_pairs = decode_context = 0
+    for k in range(sizes[NUM_PREFILL]):
+        tokens = entries[PREFILL_TOKENS, k]
+        prefill_tokens += tokens
+        # causal pairs of a chunk of `tokens` queries after `num_computed` cached ones
+        prefill_pairs += tokens * ints[COMPUTED, entries[PREFILL, k]] + tokens * (tokens + 1) // 2
+    for k in range(sizes[NUM_DECODE]):
+        i = entries[DECODE, k]
+        decode_context += ints[PROMPT, i] + ints[GENERATED, i]  # its cache and newest token
+    if code == ROOFLINE:
+        return _step_s(coefficients, prefill_tokens, prefill_pairs, sizes[NUM_DECODE],
+                       decode_context)
+    return _python_step_s(handle, prefill_tokens, prefill_pairs, sizes[NUM_DECODE],
+                          decode_context)
+
+
+# ---- the crossings to Python (not inlined: Numba lifts `objmode` blocks out of a function) ----
+@kernel(calls_python=True)
+def _python_schedule(handle, now):
+    with objmode():
+        bridge.policy_schedule(handle, now)
+
+
+@kernel(calls_python=True)
+def _python_add(handle, i, now):
+    with objmode():
+        bridge.policy_add(handle, i, now)
+
+
+@kernel(calls_python=True)
+def _python_update(handle, num_finished, now):
+    with objmode(waiting="int64"):
+        waiting = bridge.policy_update(handle, num_finished, now)
+    return waiting
+
+
+@kernel(calls_python=True)
+def _python_step_s(handle, prefill_tokens, prefill_pairs, decode_seqs, decode_context):
+    with objmode(seconds="float64"):
+        seconds = bridge.step_seconds(handle, prefill_tokens, prefill_pairs, decode_seqs,
+                                      decode_context)
+    return seconds

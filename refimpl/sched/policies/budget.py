@@ -1,0 +1,89 @@
+"""The token-budget step that vLLM v1 and Sarathi-Serve share, compiled: the one definition.
+
+Each step has a budget of `token_budget` tokens. Running requests are visited in the order the
+policy gives; each gets the tokens it still needs (one for a decode, the rest of its prompt
+otherwise), capped by what is left of the budget (long prompts are chunked). Where its pages
+do not fit, the newest running request not yet scheduled is preempted (vLLM's choice: the
+least work is lost), or failing that the request itself. Then waiting requests start in
+arrival order until one does not fit (no skipping ahead), and none starts in a step that
+preempted. The decision writes a plan and marks in the queues' scratch; it changes no request.
+"""
+
+from __future__ import annotations
+
+from refimpl._numba import inline_kernel, kernel
+from refimpl.kv import manager as kvm
+from refimpl.sched.plan import add_decode, add_prefill, add_preempt
+from refimpl.sched.queues import NUM_RUNNING, WAIT_LEN, waiting_at
+from refimpl.sched.table import COMPUTED, GENERATED, PROMPT
+
+__all__ = ["budgeted_step", "is_decoding", "uncomputed"]
+
+
+@inline_kernel
+def uncomputed(ints, i):
+    """Tokens request `i` could still compute before its next output token."""
+    return ints[PROMPT, i] + ints[GENERATED, i] - ints[COMPUTED, i]
+
+
+@inline_kernel
+def is_decoding(ints, i):
+    """Whether only request `i`'s newest output token is left to compute (a decode)."""
+    return ints[GENERATED, i] > 0 and uncomputed(ints, i) == 1
+
+
+@kernel
+def newest_unscheduled(q, epoch, fallback):
+    """The newest running request this decision neither scheduled nor preempted."""
+    for k in range(q.sizes[NUM_RUNNING] - 1, -1, -1):
+        i = q.running[k]
+        if q.marks[i] != epoch and q.marks[i] != -epoch and i != fallback:
+            return i
+    return fallback
+
+
+@inline_kernel
+def budgeted_step(token_budget, max_num_seqs, epoch, num_order, ints, kv, q, entries, sizes):
+    """Plan running requests in `q.order[:num_order]`, then waiting ones (module doc)."""
+    order, marks = q.order, q.marks
+    budget, free = token_budget, kvm.num_free_pages(kv)
+    num_preempted = 0
+    for k in range(num_order):
+        if budget == 0:
+            break
+        i = order[k]
+        if marks[i] == -epoch:  # preempted for an earlier one
+            continue
+        tokens = min(uncomputed(ints, i), budget)
+        need = kvm.pages_needed(kv, i, ints[COMPUTED, i], tokens)
+        while need > free:
+            victim = newest_unscheduled(q, epoch, i)
+            free += kvm.pages_held(kv, victim)
+            add_preempt(entries, sizes, victim)
+            marks[victim] = -epoch
+            num_preempted += 1
+            if victim == i:
+                break
+        if marks[i] == -epoch:
+            continue
+        free -= need
+        budget -= tokens
+        marks[i] = epoch
+        if is_decoding(ints, i):
+            add_decode(entries, sizes, i)
+        else:
+            add_prefill(entries, sizes, i, tokens)
+    num_running = q.sizes[NUM_RUNNING] - num_preempted
+    num_started = 0
+    while (num_started < q.sizes[WAIT_LEN] and budget > 0 and num_preempted == 0
+           and num_running < max_num_seqs):
+        i = waiting_at(q, num_started)
+        tokens = min(uncomputed(ints, i), budget)
+        need = kvm.pages_needed(kv, i, ints[COMPUTED, i], tokens)
+        if need > free:
+            break
+        num_started += 1
+        num_running += 1
+        free -= need
+        budget -= tokens
+        add_prefill(entries, sizes, i, tokens)

@@ -1,0 +1,67 @@
+"""The `slo` policy's tick budget: how long the next step may take, and what decodes cost.
+
+The cost model splits a decode step's time into a fixed part (weights, overhead) and a
+per-request part (`c_seq + c_kv * context`), by finite differences of the step model, so any
+`StepTimeModel` works. The tick may last until the tightest decoding request's next token is
+due, `clamp(min(deadline) - now, min_tick_s, max_tick_s)` (just `max_tick_s` when nothing
+decodes), and never less than the step's fixed part, the urgent decodes and (when prompts
+wait) a minimal prefill chunk take: urgent decodes are never squeezed out.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from refimpl.sched.slo.knapsack import tick_inputs
+
+__all__ = ["DecodeCosts", "Tick", "linearise", "plan_tick", "prefill_time"]
+
+PROBE = 4096  # context at which the per-request decode cost is linearised
+
+
+class DecodeCosts(NamedTuple):
+    """A decode step's time as `base_s + sum(c_seq_s + c_kv_s * context)`."""
+
+    base_s: float
+    c_seq_s: float
+    c_kv_s: float
+
+
+def linearise(step_model) -> DecodeCosts:
+    """The decode costs of `step_model`, by finite differences at `PROBE` tokens."""
+    step = step_model.step_time_parts
+    one = step(0, 0, 1, PROBE)
+    c_kv_s = (step(0, 0, 1, 2 * PROBE) - one) / PROBE
+    c_seq_s = max(step(0, 0, 2, 2 * PROBE) - one - c_kv_s * PROBE, 0.0)
+    return DecodeCosts(max(one - c_seq_s - c_kv_s * PROBE, 0.0), c_seq_s, c_kv_s)
+
+
+def prefill_time(step_model, costs: DecodeCosts, tokens: int) -> float:
+    """Step time of a lone prompt chunk of `tokens`, less the step's fixed part."""
+    return step_model.step_time_parts(tokens, tokens * (tokens + 1) // 2, 0, 0) - costs.base_s
+
+
+class Tick(NamedTuple):
+    """One tick's budget and the decode set's per-slot inputs to the knapsack."""
+
+    est_s: np.ndarray  # each slot's decode time
+    buckets: np.ndarray  # each slot's length bucket
+    kv_need: np.ndarray  # each slot's new pages (1 when its last page is full)
+    tick_s: float  # the tick before stretching for urgent decodes
+    budget_s: float  # the step's time limit
+    window_s: float  # of it, the decode batch's own time
+
+
+def plan_tick(policy, decode, costs: DecodeCosts, step_model, page_size: int, now_s: float,
+              prompts_wait: bool) -> Tick:
+    """The tick of `decode` (a decode set or draft) at `now_s` under `policy`'s limits."""
+    est_s, buckets, kv_need, tick_s, urgent_s = tick_inputs(
+        decode.context, decode.deadline_s, decode.active, now_s, policy.min_tick_s,
+        policy.max_tick_s, policy.horizon_ticks, costs.c_seq_s, costs.c_kv_s, page_size,
+        policy.first_bucket_tokens)
+    reserve_s = prefill_time(step_model, costs, policy.min_chunk) if prompts_wait else 0.0
+    # A hair of slack, so that summing the urgent times in another order cannot drop the last.
+    budget_s = max(tick_s, costs.base_s + urgent_s * (1 + 1e-9) + reserve_s)
+    return Tick(est_s, buckets, kv_need, tick_s, budget_s, budget_s - reserve_s - costs.base_s)

@@ -1,0 +1,152 @@
+"""The run's requests as a table of arrays: what policies read and only the commit writes.
+
+`Request` objects are the input and the output of a run; while it runs, every request is a
+column of two 2-D arrays, `ints[FIELD, i]` (int64) and `floats[FIELD, i]` (float64), `i` its
+row in arrival order. Struct-of-arrays so that compiled code holds two arrays, not twenty
+(Numba counts a reference per array argument, about 5 ns each, on every call), and so that a
+plain-Python policy reads the same memory through NumPy views (`RequestTable`). A finish or
+rejection reason is a code into `REASONS`; reasons a user's gate or policy invents are added
+after the built-in ones, per run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from refimpl.config.slo import SLO
+from refimpl.sched.request import Request, RequestStatus
+
+__all__ = ["REASONS", "ReasonCodes", "RequestTable", "new_requests", "write_back"]
+
+WAITING, RUNNING, FINISHED, REJECTED = (int(s) for s in RequestStatus)
+
+# Every reason a request ends or is refused for; index 0 is "no reason yet".
+REASONS = ("", "completed", "length_capped", "exceeds_context", "exceeds_kv_capacity",
+           "unschedulable", "ttft_p95", "tpot_p95", "kv_watermark", "queue_full",
+           "queue_timeout")
+(NO_REASON, COMPLETED, LENGTH_CAPPED, EXCEEDS_CONTEXT, EXCEEDS_KV_CAPACITY,
+ UNSCHEDULABLE) = range(6)
+
+# Rows of `ints`, then of `floats`, each in `Request` field names.
+INT_FIELDS = ("status", "prompt_tokens", "max_new_tokens", "num_computed", "num_generated",
+              "reason", "num_preemptions", "priority", "request_id", "output_cap")
+FLOAT_FIELDS = ("arrival_s", "ttft_slo_s", "tpot_slo_s", "weight", "first_scheduled_s",
+                "first_token_s", "last_token_s", "finish_s")
+(STATUS, PROMPT, MAX_NEW, COMPUTED, GENERATED, REASON, PREEMPTIONS, PRIORITY, REQUEST_ID,
+ OUTPUT_CAP) = range(len(INT_FIELDS))
+(ARRIVAL, TTFT_SLO, TPOT_SLO, WEIGHT, FIRST_SCHEDULED, FIRST_TOKEN, LAST_TOKEN,
+ FINISH) = range(len(FLOAT_FIELDS))
+# `output_cap`: output tokens after which the request ends `length_capped` (-1: none; set by
+# admission's degrade).
+
+
+class ReasonCodes:
+    """The run's reason table: the built-in `REASONS`, then any new ones, each a code."""
+
+    def __init__(self) -> None:
+        self.names = list(REASONS)
+        self._code = {name: code for code, name in enumerate(self.names)}
+
+    def code(self, reason: str) -> int:
+        """The code of `reason`, a new one if it is new to this run."""
+        code = self._code.get(reason)
+        if code is None:
+            code = self._code[reason] = len(self.names)
+            self.names.append(reason)
+        return code
+
+
+def new_requests(requests: Sequence[Request]) -> tuple[np.ndarray, np.ndarray]:
+    """The `ints` and `floats` tables of `requests` (in the order given), from their fields."""
+    n = len(requests)
+    ints = np.zeros((len(INT_FIELDS), n), dtype=np.int64)
+    ints[STATUS] = [int(r.status) for r in requests]
+    ints[PROMPT] = [r.prompt_tokens for r in requests]
+    ints[MAX_NEW] = [r.max_new_tokens for r in requests]
+    ints[PRIORITY] = [r.priority for r in requests]
+    ints[REQUEST_ID] = [r.request_id for r in requests]
+    ints[OUTPUT_CAP] = [-1 if r.output_cap is None else r.output_cap for r in requests]
+    floats = np.full((len(FLOAT_FIELDS), n), np.nan)
+    floats[ARRIVAL] = [r.arrival_s for r in requests]
+    floats[TTFT_SLO] = [r.slo.ttft_s for r in requests]
+    floats[TPOT_SLO] = [r.slo.tpot_s for r in requests]
+    floats[WEIGHT] = [r.weight for r in requests]
+    return ints, floats
+
+
+def write_back(ints: np.ndarray, floats: np.ndarray, reasons: ReasonCodes,
+               requests: Sequence[Request]) -> None:
+    """Copy a run's results from the tables into the `Request` objects."""
+    columns = {name: ints[INT_FIELDS.index(name)].tolist() for name in (
+        "num_computed", "num_generated", "num_preemptions")}
+    columns.update({name: floats[FLOAT_FIELDS.index(name)].tolist() for name in (
+        "first_scheduled_s", "first_token_s", "last_token_s", "finish_s")})
+    status, reason = ints[STATUS].tolist(), ints[REASON].tolist()
+    caps = ints[OUTPUT_CAP].tolist()
+    for k, request in enumerate(requests):
+        request.status = RequestStatus(status[k])
+        request.finish_reason = reasons.names[reason[k]]
+        request.output_cap = None if caps[k] < 0 else caps[k]
+        for name, values in columns.items():
+            setattr(request, name, values[k])
+
+
+class RequestTable:
+    """Read-only NumPy views of a run's request table, by `Request` field name.
+
+    What a plain-Python policy or gate reads: `table.num_computed[i]` is the live value of
+    request `i` (the same memory the compiled loop writes). Views are read-only: only the
+    commit changes a request.
+    """
+
+    def __init__(self, ints: np.ndarray, floats: np.ndarray, slos: Sequence[SLO]) -> None:
+        for table, names in ((ints, INT_FIELDS), (floats, FLOAT_FIELDS)):
+            for row, name in enumerate(names):
+                view = table[row]
+                view.flags.writeable = False
+                setattr(self, name, view)
+        self.slos = slos  # each request's SLO object, by row
+
+    def __len__(self) -> int:
+        return len(self.arrival_s)
+
+    def num_tokens(self, i: int) -> int:
+        """Tokens known of request `i`: its prompt and the output generated so far."""
+        return int(self.prompt_tokens[i] + self.num_generated[i])
+
+    def num_uncomputed(self, i: int) -> int:
+        """Tokens a step could still schedule for request `i` before its next output token."""
+        return self.num_tokens(i) - int(self.num_computed[i])
+
+    def row(self, i: int) -> RequestRow:
+        """Request `i` as an object with `Request`'s field names (read live)."""
+        return RequestRow(self, int(i))
+
+
+class RequestRow:
+    """One request of a `RequestTable`, read with `Request`'s attribute names."""
+
+    __slots__ = ("_table", "i")
+
+    def __init__(self, table: RequestTable, i: int) -> None:
+        self._table, self.i = table, i
+
+    def __getattr__(self, name: str):
+        return getattr(self._table, name)[self.i].item()
+
+    @property
+    def slo(self) -> SLO:
+        """The request's SLO."""
+        return self._table.slos[self.i]
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens known so far: the prompt and the output generated."""
+        return self._table.num_tokens(self.i)
+
+    @property
+    def is_finished(self) -> bool:
+        """Whether the request reached a terminal state."""
+        return int(self._table.status[self.i]) >= FINISHED
