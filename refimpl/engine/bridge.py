@@ -34,6 +34,7 @@ from refimpl.sched.plan import (
     PREFILL,
     PREFILL_TOKENS,
     QUANTIZE,
+    QUANTIZE_FACTOR,
     RESTORE,
     SPILL,
     PlanArrays,
@@ -49,8 +50,9 @@ __all__ = ["ACTION_CODES", "RunBridge", "registered"]
 
 ACTION_CODES = {Action.ACCEPT: 0, Action.QUEUE: 1, Action.DEGRADE: 2, Action.REJECT: 3}
 _ROWS = (("decode", DECODE, NUM_DECODE), ("preempt", PREEMPT, NUM_PREEMPT),
-         ("spill", SPILL, NUM_SPILL), ("restore", RESTORE, NUM_RESTORE),
-         ("quantize", QUANTIZE, NUM_QUANTIZE))
+         ("spill", SPILL, NUM_SPILL), ("restore", RESTORE, NUM_RESTORE))
+_PAIRS = (("prefill", PREFILL, PREFILL_TOKENS, NUM_PREFILL),
+          ("quantize", QUANTIZE, QUANTIZE_FACTOR, NUM_QUANTIZE))
 
 
 class RunBridge:
@@ -76,9 +78,11 @@ class RunBridge:
             if rows:  # (the arrays come empty: most kinds stay so)
                 sizes[count] = len(rows)
                 entries[row, :len(rows)] = rows
-        sizes[NUM_PREFILL] = len(plan.prefill)
-        for k, (i, tokens) in enumerate(plan.prefill):
-            entries[PREFILL, k], entries[PREFILL_TOKENS, k] = i, tokens
+        for name, row, value_row, count in _PAIRS:
+            pairs = getattr(plan, name)
+            sizes[count] = len(pairs)
+            for k, (i, value) in enumerate(pairs):
+                entries[row, k], entries[value_row, k] = i, value
         sizes[NUM_FINISH] = len(plan.finish)
         for k, (i, reason) in enumerate(plan.finish):
             entries[FINISH, k], entries[FINISH_REASON, k] = i, self.reasons.code(reason)
@@ -95,14 +99,14 @@ class RunBridge:
         """The plan arrays as a `StepPlan` (for Python components that observe a step)."""
         entries, sizes = self.plan.entries, self.plan.sizes
         rows = {name: tuple(entries[row, :sizes[count]].tolist()) for name, row, count in _ROWS}
-        n = sizes[NUM_PREFILL]
-        prefill = tuple(zip(entries[PREFILL, :n].tolist(), entries[PREFILL_TOKENS, :n].tolist(),
-                            strict=True))
+        rows.update({name: tuple(zip(entries[row, :sizes[count]].tolist(),
+                                     entries[value_row, :sizes[count]].tolist(), strict=True))
+                     for name, row, value_row, count in _PAIRS})
         n = sizes[NUM_FINISH]
         finish = tuple((i, self.reasons.names[code]) for i, code in zip(
             entries[FINISH, :n].tolist(), entries[FINISH_REASON, :n].tolist(), strict=True))
         kernels = tuple(self.kernel_names[c] for c in self.plan.kernels[:sizes[NUM_KERNELS]])
-        return StepPlan(prefill=prefill, finish=finish, kernels=kernels, **rows)
+        return StepPlan(finish=finish, kernels=kernels, **rows)
 
     def write_decision(self, k: int, i: int, decision: Decision) -> None:
         """Row `k` of the gate's output: request, action, reason code, output cap."""

@@ -1,9 +1,10 @@
 """The commit: the only code that changes requests and the KV cache, by carrying out a plan.
 
 Two halves around the executor. `prepare` makes the KV cache what the plan says before the
-step runs (the kernels of a real step write into those pages): preemptions drop a request's
-KV (it recomputes its prompt and output later, vLLM's recompute preemption), early finishes
-end a request with its output kept, then every scheduled request's KV grows by its tokens.
+step runs (the kernels of a real step write into those pages): spilled requests come back,
+pages are quantized, requests spill to the CPU tier, early finishes end a request with its
+output kept, preemptions drop a request's KV (it recomputes its prompt and output later,
+vLLM's recompute preemption), then every scheduled request's KV grows by its tokens.
 `commit_tokens` counts the computed tokens once the step has run and emits an output token
 for each request whose computed tokens caught up with its known ones (vLLM v1's rule: no
 prefill flag, decode is the case of one token left), finishing those that reached their
@@ -43,14 +44,23 @@ from refimpl.sched.plan import (
     NUM_FINISH,
     NUM_PREEMPT,
     NUM_PREFILL,
+    NUM_QUANTIZE,
+    NUM_RESTORE,
+    NUM_SPILL,
     PREEMPT,
     PREFILL,
     PREFILL_TOKENS,
+    QUANTIZE,
+    QUANTIZE_FACTOR,
+    RESTORE,
+    SPILL,
     entry,
 )
 from refimpl.sched.plan import FINISH as FINISH_ROW
 
-__all__ = ["commit_tokens", "end_request", "prepare"]
+__all__ = ["PAGES_SHORT", "TIER_REFUSED", "commit_tokens", "end_request", "prepare"]
+
+PAGES_SHORT, TIER_REFUSED = 5, 6  # `prepare`'s errors (refimpl.engine.loop.PLAN_ERRORS)
 
 
 @kernel
@@ -72,11 +82,26 @@ def _preempt(ints, kv, i):
 
 
 @kernel
-def prepare(ints, floats, kv, entries, sizes, now, finished, started, ones):
+def prepare(ints, floats, kv, entries, sizes, now, finished, started, ones, check_pages):
     """Carry out the plan's KV actions, then grow each scheduled request's KV (a decode by
     one token: `ones` is an array of ones); returns (requests finished early, written to
-    `finished`; requests started, to `started`)."""
-    num_finished = num_started = 0
+    `finished`; requests started, to `started`; pages moved to or from the CPU tier; an
+    error code and its request: TIER_REFUSED where the pool refused a tier move,
+    PAGES_SHORT where, with `check_pages`, the growth needs more pages than are free)."""
+    num_finished = num_started = moved = 0
+    for k in range(sizes[NUM_RESTORE]):
+        pages = kvm.restore(kv, entries[RESTORE, k])
+        if pages < 0:
+            return 0, 0, 0, TIER_REFUSED, entries[RESTORE, k]
+        moved += pages
+    for k in range(sizes[NUM_QUANTIZE]):
+        if kvm.quantize(kv, entries[QUANTIZE, k], entries[QUANTIZE_FACTOR, k]) < 0:
+            return 0, 0, 0, TIER_REFUSED, entries[QUANTIZE, k]
+    for k in range(sizes[NUM_SPILL]):
+        pages = kvm.spill(kv, entries[SPILL, k])
+        if pages < 0:
+            return 0, 0, 0, TIER_REFUSED, entries[SPILL, k]
+        moved += pages
     for k in range(sizes[NUM_FINISH]):
         i = entries[FINISH_ROW, k]
         end_request(ints, floats, kv, i, FINISHED, entries[FINISH_REASON, k], now)
@@ -85,6 +110,13 @@ def prepare(ints, floats, kv, entries, sizes, now, finished, started, ones):
     for k in range(sizes[NUM_PREEMPT]):
         _preempt(ints, kv, entries[PREEMPT, k])
     num_decode, num_prefill = sizes[NUM_DECODE], sizes[NUM_PREFILL]
+    need = 0
+    for k in range(num_decode + num_prefill):
+        i, tokens = entry(entries, sizes, k)
+        if check_pages:
+            need += kvm.pages_needed(kv, i, ints[COMPUTED, i], tokens)
+    if need > kvm.num_free_pages(kv):
+        return num_finished, 0, moved, PAGES_SHORT, -1
     for k in range(num_decode + num_prefill):
         i, _ = entry(entries, sizes, k)
         if ints[STATUS, i] == WAITING:
@@ -93,7 +125,7 @@ def prepare(ints, floats, kv, entries, sizes, now, finished, started, ones):
             num_started += 1
     kvm.grow(kv, entries[DECODE], ones, num_decode)
     kvm.grow(kv, entries[PREFILL], entries[PREFILL_TOKENS], num_prefill)
-    return num_finished, num_started
+    return num_finished, num_started, moved, 0, -1
 
 
 @kernel

@@ -87,13 +87,14 @@ class Engine:
                                reasons, kernel_names)
         params = np.array([getattr(self.policy, "token_budget", 0),
                            getattr(self.policy, "max_num_seqs", 0)], np.int64)
+        rates = np.array([self._seconds_per_page_moved()])
         with bridge.registered(run) as handle:
             config = np.array([self.policy.code, gate is not None, self.executor.code, handle,
                                self.model.max_context, time.CLOCK_MONOTONIC,
                                _observes(self.policy)], np.int64)
             assert len(config) == len(CONFIG_FIELDS)
             num_steps, step_f, step_i, error, row = serve(
-                config, params, self.executor.coefficients, ints, floats, kv, q, plan,
+                config, params, rates, self.executor.coefficients, ints, floats, kv, q, plan,
                 finished, started, gate_out, kernel_counts,
                 np.zeros((INITIAL_STEPS, len(STEP_FLOAT_FIELDS))),
                 np.zeros((INITIAL_STEPS, len(STEP_INT_FIELDS)), np.int64))
@@ -113,6 +114,13 @@ class Engine:
             **columns, kv_total_pages=pool.num_pages, kernel_usage=usage,
             admission_counts=dict(Counter(gate.counts)) if gate is not None else {},
             kv_actions=self.policy.kv_actions()))
+
+    def _seconds_per_page_moved(self) -> float:
+        """Time to copy one KV page between the device and the CPU tier (0 without hardware)."""
+        if self.hardware is None:
+            return 0.0
+        page_bytes = self.model.kv_bytes_per_token() * self.pool.page_size
+        return page_bytes / self.hardware.host_bandwidth_bytes_s
 
     def _max_holders(self, num_requests: int) -> int:
         """Most requests that can hold KV at once: the batch limit, else every page's worth."""

@@ -61,11 +61,14 @@ STEP_INT_FIELDS = ("num_decode", "num_prefill_tokens", "num_prefill_chunks", "kv
 # `serve`'s error codes for a plan that breaks the contract (the wrapper names them).
 PLAN_ERRORS = ("", "names no request of the run", "names a request that has ended",
                "names a request twice", "computes no tokens, or more than the request has "
-               "left", "needs more KV pages than are free")
+               "left", "needs more KV pages than are free", "moves a request between tiers "
+               "that the pool refused (not resident, shared pages, or no room)")
+# Entries of `rates`: seconds to move one KV page between the device and the CPU tier.
+SECONDS_PER_PAGE_MOVED = 0
 
 
 @kernel(calls_python=True)
-def serve(config, params, coefficients, ints, floats, kv, q, plan, finished, started,
+def serve(config, params, rates, coefficients, ints, floats, kv, q, plan, finished, started,
           gate_out, kernel_counts, step_f, step_i):
     """Serve every request to the end (or to a broken plan); returns (steps, float records,
     int records, error code, offending request)."""
@@ -85,7 +88,7 @@ def serve(config, params, coefficients, ints, floats, kv, q, plan, finished, sta
         d.plan_step(code, params, handle, ints, kv, q, entries, sizes, now)
         decision_s = (monotonic_ns(config[CLOCK_ID]) - started_ns) / 1e9
         if code == PYTHON:
-            error, row = _check_plan(ints, kv, entries, sizes)
+            error, row = _check_plan(ints, entries, sizes)
             if error != 0:
                 return num_steps, step_f, step_i, error, row
         if p.is_empty(sizes):
@@ -94,10 +97,12 @@ def serve(config, params, coefficients, ints, floats, kv, q, plan, finished, sta
                 continue
             _reject_stranded(ints, floats, kv, now)
             break
-        num_finished, num_started = prepare(ints, floats, kv, entries, sizes, now, finished,
-                                            started, ones)
+        num_finished, num_started, moved, error, row = prepare(
+            ints, floats, kv, entries, sizes, now, finished, started, ones, code == PYTHON)
+        if error != 0:
+            return num_steps, step_f, step_i, error, row
         duration_s = d.step_seconds(config[EXECUTOR], coefficients, handle, ints, entries,
-                                    sizes)
+                                    sizes) + moved * rates[SECONDS_PER_PAGE_MOVED]
         num_finished = commit_tokens(ints, floats, kv, entries, sizes, now, now + duration_s,
                                      finished, num_finished)
         if sizes[p.NUM_PREEMPT] + num_started + num_finished > 0:  # (most steps: none)
@@ -179,11 +184,19 @@ def _accept(config, q, i, now):
 
 
 @kernel
-def _check_plan(ints, kv, entries, sizes):
-    """(error code, request) of a plan that breaks the contract; (0, -1) for a sound one."""
+def _check_plan(ints, entries, sizes):
+    """(error code, request) of a plan that breaks the contract; (0, -1) for a sound one.
+    Whether its pages fit is checked by the commit, once the plan's KV actions are done."""
     n = ints.shape[1]
     kind = np.zeros(n, np.int8)  # 1 preempted, 2 finished early, 3 computes tokens
-    freed = 0
+    for row, count in ((p.RESTORE, p.NUM_RESTORE), (p.QUANTIZE, p.NUM_QUANTIZE),
+                       (p.SPILL, p.NUM_SPILL)):
+        for k in range(sizes[count]):
+            i = entries[row, k]
+            if i < 0 or i >= n:
+                return 1, i
+            if ints[STATUS, i] >= FINISHED:
+                return 2, i
     for k in range(sizes[p.NUM_PREEMPT] + sizes[p.NUM_FINISH]):
         if k < sizes[p.NUM_PREEMPT]:
             i, mark = entries[p.PREEMPT, k], 1
@@ -196,8 +209,6 @@ def _check_plan(ints, kv, entries, sizes):
         if kind[i] != 0:
             return 3, i
         kind[i] = mark
-        freed += kvm.pages_held(kv, i)
-    need = 0
     for k in range(sizes[p.NUM_DECODE] + sizes[p.NUM_PREFILL]):
         i, tokens = p.entry(entries, sizes, k)
         if i < 0 or i >= n:
@@ -206,15 +217,10 @@ def _check_plan(ints, kv, entries, sizes):
             return 2, i
         if kind[i] >= 2:
             return 3, i
-        preempted = kind[i] == 1  # it recomputes from nothing, in fresh pages
-        computed = 0 if preempted else ints[COMPUTED, i]
+        computed = 0 if kind[i] == 1 else ints[COMPUTED, i]  # preempted: recomputes it all
         if tokens < 1 or tokens > ints[PROMPT, i] + ints[GENERATED, i] - computed:
             return 4, i
         kind[i] = 3
-        need += (kvm.pages_for(tokens, kv.page_size) if preempted
-                 else kvm.pages_needed(kv, i, computed, tokens))
-    if need > kvm.num_free_pages(kv) + freed:
-        return 5, -1
     return 0, -1
 
 

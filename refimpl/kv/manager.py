@@ -18,6 +18,7 @@ import numpy as np
 
 from refimpl._numba import inline_kernel, kernel
 from refimpl.kv import _pool_kernels as K
+from refimpl.kv import _tier_kernels as T
 from refimpl.kv.pool import PagePool, RequestState
 
 __all__ = ["KVState", "KVView", "new_kv_state"]
@@ -40,6 +41,7 @@ class KVState(NamedTuple):
     free_slots: np.ndarray  # (num slots + 1,) int64: a stack, its height in the last entry
     page_size: int
     num_pages: int
+    cpu_tier_pages: int
 
 
 def new_kv_state(pool: PagePool, num_requests: int, max_holders: int) -> KVState:
@@ -51,7 +53,7 @@ def new_kv_state(pool: PagePool, num_requests: int, max_holders: int) -> KVState
     return KVState(pool.refcount, pool.free_stack, pool.counters, pool.tables, pool.num_pages_of,
                    pool.lengths, pool.tokens_per_page, pool.states,
                    np.full(max(num_requests, 1), -1, np.int64), free_slots, pool.page_size,
-                   pool.num_pages)
+                   pool.num_pages, pool.cpu_tier_pages)
 
 
 # ---- queries ---------------------------------------------------------------------------------
@@ -139,17 +141,52 @@ def grow(kv, rows, num_tokens, count):
 
 @kernel
 def free(kv, i):
-    """Release request `i`'s pages and its slot, if it holds any."""
+    """Release request `i`'s pages (or its CPU-tier copy) and its slot, if it holds any."""
     slot = kv.slot_of[i]
     if slot < 0:
         return
-    K.release_slot(kv.refcount, kv.free_stack, kv.counters, kv.tables, kv.num_pages_of, slot, 0)
+    if kv.states[slot] == _RESIDENT:
+        K.release_slot(kv.refcount, kv.free_stack, kv.counters, kv.tables, kv.num_pages_of,
+                       slot, 0)
+    else:  # spilled: its pages are in the CPU tier
+        kv.counters[K.SPILLED] -= kv.num_pages_of[slot]
+        kv.num_pages_of[slot] = 0
     kv.lengths[slot] = 0
     kv.states[slot] = _FREE_SLOT
     height = kv.free_slots.shape[0] - 1
     kv.free_slots[kv.free_slots[height]] = slot
     kv.free_slots[height] += 1
     kv.slot_of[i] = -1
+
+
+@kernel
+def spill(kv, i):
+    """Move request `i`'s pages to the CPU tier; returns the pages moved (< 0: refused)."""
+    slot = kv.slot_of[i]
+    if slot < 0:
+        return K.BAD_SLOT
+    return T.spill(kv.refcount, kv.free_stack, kv.counters, kv.tables, kv.num_pages_of,
+                   kv.states, slot, kv.cpu_tier_pages)
+
+
+@kernel
+def restore(kv, i):
+    """Bring spilled request `i` back into fresh pages; returns the pages taken (< 0: refused)."""
+    slot = kv.slot_of[i]
+    if slot < 0:
+        return K.BAD_SLOT
+    return T.restore(kv.refcount, kv.free_stack, kv.counters, kv.tables, kv.num_pages_of,
+                     kv.lengths, kv.tokens_per_page, kv.states, slot)
+
+
+@kernel
+def quantize(kv, i, factor):
+    """Repack request `i`'s pages `factor` times denser; returns the pages freed (< 0: refused)."""
+    slot = kv.slot_of[i]
+    if slot < 0:
+        return K.BAD_SLOT
+    return T.quantize(kv.refcount, kv.free_stack, kv.counters, kv.tables, kv.num_pages_of,
+                      kv.lengths, kv.tokens_per_page, kv.states, slot, factor)
 
 
 class KVView:

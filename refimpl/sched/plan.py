@@ -35,7 +35,7 @@ class StepPlan:
     finish: tuple[tuple[int, str], ...] = ()  # (request, reason): ended now, output kept
     spill: tuple[int, ...] = ()  # requests whose pages move to the CPU tier
     restore: tuple[int, ...] = ()  # spilled requests whose pages come back
-    quantize: tuple[int, ...] = ()  # requests whose pages are repacked denser
+    quantize: tuple[tuple[int, int], ...] = ()  # (request, factor): pages repacked denser
     kernels: tuple[str, ...] = ()  # kernel candidates the step runs, if the policy picks
 
     def __bool__(self) -> bool:
@@ -48,10 +48,10 @@ class StepPlan:
         return len(self.decode) + sum(tokens for _, tokens in self.prefill)
 
 
-# Rows of `PlanArrays.entries` (request rows; prefill token counts; finish reason codes), and
-# the matching counts in `PlanArrays.sizes`.
-DECODE, PREFILL, PREFILL_TOKENS, PREEMPT, FINISH, FINISH_REASON, SPILL, RESTORE, QUANTIZE = (
-    range(9))
+# Rows of `PlanArrays.entries` (request rows; prefill token counts; finish reason codes;
+# quantization factors), and the matching counts in `PlanArrays.sizes`.
+(DECODE, PREFILL, PREFILL_TOKENS, PREEMPT, FINISH, FINISH_REASON, SPILL, RESTORE, QUANTIZE,
+ QUANTIZE_FACTOR) = range(10)
 NUM_DECODE, NUM_PREFILL, NUM_PREEMPT, NUM_FINISH, NUM_SPILL, NUM_RESTORE, NUM_QUANTIZE, \
     NUM_KERNELS = range(8)
 
@@ -59,14 +59,14 @@ NUM_DECODE, NUM_PREFILL, NUM_PREEMPT, NUM_FINISH, NUM_SPILL, NUM_RESTORE, NUM_QU
 class PlanArrays(NamedTuple):
     """`StepPlan` as arrays: entries by kind (rows above), counts, kernel picks."""
 
-    entries: np.ndarray  # (9, n requests) int64
+    entries: np.ndarray  # (10, n requests) int64
     sizes: np.ndarray  # (8,) int64: entries of each kind, then kernel picks
     kernels: np.ndarray  # (k,) int64: kernel candidates, indices into the run's name list
 
 
 def new_plan_arrays(num_requests: int, max_kernels: int = 64) -> PlanArrays:
     """Empty plan arrays for a run of `num_requests` requests."""
-    return PlanArrays(np.zeros((9, max(num_requests, 1)), np.int64), np.zeros(8, np.int64),
+    return PlanArrays(np.zeros((10, max(num_requests, 1)), np.int64), np.zeros(8, np.int64),
                       np.zeros(max_kernels, np.int64))
 
 
@@ -114,10 +114,25 @@ def add_finish(entries, sizes, i, reason):
 
 
 @inline_kernel
-def add_tier(entries, sizes, row, count, i):
-    """Request `i` spills, restores or quantizes (`row`/`count`: SPILL/NUM_SPILL, ...)."""
-    entries[row, sizes[count]] = i
-    sizes[count] += 1
+def add_spill(entries, sizes, i):
+    """Request `i`'s pages move to the CPU tier before the step."""
+    entries[SPILL, sizes[NUM_SPILL]] = i
+    sizes[NUM_SPILL] += 1
+
+
+@inline_kernel
+def add_restore(entries, sizes, i):
+    """Spilled request `i`'s pages come back before the step."""
+    entries[RESTORE, sizes[NUM_RESTORE]] = i
+    sizes[NUM_RESTORE] += 1
+
+
+@inline_kernel
+def add_quantize(entries, sizes, i, factor):
+    """Request `i`'s pages are repacked `factor` times denser before the step."""
+    entries[QUANTIZE, sizes[NUM_QUANTIZE]] = i
+    entries[QUANTIZE_FACTOR, sizes[NUM_QUANTIZE]] = factor
+    sizes[NUM_QUANTIZE] += 1
 
 
 @inline_kernel
