@@ -1,5 +1,6 @@
 """The serving engine: one compiled loop (gate, plan, execute, commit), on a simulated clock."""
 
+from refimpl.engine.dispatch import plan_once
 from refimpl.engine.engine import Engine, EngineRun
 from refimpl.engine.executor import SimulatedExecutor
 from refimpl.engine.simulate import SimulationResult, kv_pool_for, requests_from_workload, simulate
@@ -10,6 +11,7 @@ __all__ = [
     "SimulatedExecutor",
     "SimulationResult",
     "kv_pool_for",
+    "plan_once",
     "requests_from_workload",
     "simulate",
 ]

@@ -18,28 +18,7 @@ import numpy as np
 
 from refimpl.admission.gate import Action
 from refimpl.errors import SchedulingError
-from refimpl.sched.plan import (
-    DECODE,
-    FINISH,
-    FINISH_REASON,
-    NUM_DECODE,
-    NUM_FINISH,
-    NUM_KERNELS,
-    NUM_PREEMPT,
-    NUM_PREFILL,
-    NUM_QUANTIZE,
-    NUM_RESTORE,
-    NUM_SPILL,
-    PREEMPT,
-    PREFILL,
-    PREFILL_TOKENS,
-    QUANTIZE,
-    QUANTIZE_FACTOR,
-    RESTORE,
-    SPILL,
-    PlanArrays,
-    StepPlan,
-)
+from refimpl.sched.plan import PlanArrays, StepPlan, read_plan, write_plan
 
 if TYPE_CHECKING:
     from refimpl.admission.gate import Decision, Gate
@@ -49,10 +28,6 @@ if TYPE_CHECKING:
 __all__ = ["ACTION_CODES", "RunBridge", "registered"]
 
 ACTION_CODES = {Action.ACCEPT: 0, Action.QUEUE: 1, Action.DEGRADE: 2, Action.REJECT: 3}
-_ROWS = (("decode", DECODE, NUM_DECODE), ("preempt", PREEMPT, NUM_PREEMPT),
-         ("spill", SPILL, NUM_SPILL), ("restore", RESTORE, NUM_RESTORE))
-_PAIRS = (("prefill", PREFILL, PREFILL_TOKENS, NUM_PREFILL),
-          ("quantize", QUANTIZE, QUANTIZE_FACTOR, NUM_QUANTIZE))
 
 
 class RunBridge:
@@ -64,49 +39,26 @@ class RunBridge:
         self.policy, self.gate, self.executor = policy, gate, executor
         self.plan, self.finished, self.gate_out = plan, finished, gate_out
         self.reasons, self.kernel_names = reasons, kernel_names
-        self._kernel_code = {name: code for code, name in enumerate(kernel_names)}
+        self._kernel_codes = {name: code for code, name in enumerate(kernel_names)}
 
-    # ---- plans between their two forms ------------------------------------------------------
     def write_plan(self, plan: StepPlan) -> None:
         """Put a Python policy's plan into the plan arrays (which are empty)."""
         if not isinstance(plan, StepPlan):
             raise SchedulingError("plan", type(plan).__name__, f"policy "
                                   f"{self.policy.name!r} must return a refimpl.StepPlan")
-        entries, sizes = self.plan.entries, self.plan.sizes
-        for name, row, count in _ROWS:
-            rows = getattr(plan, name)
-            if rows:  # (the arrays come empty: most kinds stay so)
-                sizes[count] = len(rows)
-                entries[row, :len(rows)] = rows
-        for name, row, value_row, count in _PAIRS:
-            pairs = getattr(plan, name)
-            sizes[count] = len(pairs)
-            for k, (i, value) in enumerate(pairs):
-                entries[row, k], entries[value_row, k] = i, value
-        sizes[NUM_FINISH] = len(plan.finish)
-        for k, (i, reason) in enumerate(plan.finish):
-            entries[FINISH, k], entries[FINISH_REASON, k] = i, self.reasons.code(reason)
-        kernels = plan.kernels[:len(self.plan.kernels)]
-        sizes[NUM_KERNELS] = len(kernels)
-        for k, name in enumerate(kernels):  # (names new to the run get the next code)
-            code = self._kernel_code.get(name)
-            if code is None:
-                code = self._kernel_code[name] = len(self.kernel_names)
-                self.kernel_names.append(name)
-            self.plan.kernels[k] = code
+        write_plan(plan, self.plan, self.reasons.code, self._kernel_code)
 
     def read_plan(self) -> StepPlan:
         """The plan arrays as a `StepPlan` (for Python components that observe a step)."""
-        entries, sizes = self.plan.entries, self.plan.sizes
-        rows = {name: tuple(entries[row, :sizes[count]].tolist()) for name, row, count in _ROWS}
-        rows.update({name: tuple(zip(entries[row, :sizes[count]].tolist(),
-                                     entries[value_row, :sizes[count]].tolist(), strict=True))
-                     for name, row, value_row, count in _PAIRS})
-        n = sizes[NUM_FINISH]
-        finish = tuple((i, self.reasons.names[code]) for i, code in zip(
-            entries[FINISH, :n].tolist(), entries[FINISH_REASON, :n].tolist(), strict=True))
-        kernels = tuple(self.kernel_names[c] for c in self.plan.kernels[:sizes[NUM_KERNELS]])
-        return StepPlan(finish=finish, kernels=kernels, **rows)
+        return read_plan(self.plan, self.reasons.names, self.kernel_names)
+
+    def _kernel_code(self, name: str) -> int:
+        """The run's code of kernel candidate `name` (the next one if it is new)."""
+        code = self._kernel_codes.get(name)
+        if code is None:
+            code = self._kernel_codes[name] = len(self.kernel_names)
+            self.kernel_names.append(name)
+        return code
 
     def write_decision(self, k: int, i: int, decision: Decision) -> None:
         """Row `k` of the gate's output: request, action, reason code, output cap."""

@@ -11,25 +11,64 @@ seconds.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+import numpy as np
 from numba import objmode
 
 from refimpl._numba import inline_kernel, kernel
 from refimpl.costmodel.step import roofline_step_s
 from refimpl.engine import bridge
-from refimpl.sched.plan import NUM_DECODE, NUM_PREFILL, PREFILL, PREFILL_TOKENS, DECODE
+from refimpl.kv.manager import KVState
+from refimpl.sched.plan import (
+    DECODE,
+    NUM_DECODE,
+    NUM_PREFILL,
+    PREFILL,
+    PREFILL_TOKENS,
+    StepPlan,
+    new_plan_arrays,
+    read_plan,
+)
 from refimpl.sched.policies.prefill_first import plan_prefill_first
 from refimpl.sched.policies.sarathi import plan_sarathi
 from refimpl.sched.policies.vllm import plan_vllm
-from refimpl.sched.policy import PREFILL_FIRST, PYTHON, SARATHI, VLLM
-from refimpl.sched.queues import WAIT_LEN
-from refimpl.sched.table import COMPUTED, GENERATED, PROMPT
+from refimpl.sched.policy import PREFILL_FIRST, PYTHON, SARATHI, VLLM, Policy
+from refimpl.sched.queues import WAIT_LEN, Queues
+from refimpl.sched.table import COMPUTED, GENERATED, PROMPT, REASONS
 
-__all__ = ["ROOFLINE", "add_request", "num_waiting", "plan_step", "step_seconds", "update"]
+__all__ = ["ROOFLINE", "RunArrays", "add_request", "num_waiting", "plan_once", "plan_step",
+           "step_seconds", "update"]
 
 ROOFLINE = 0  # executor code: the roofline step model, compiled (else PYTHON: the bridge)
 TOKEN_BUDGET, MAX_NUM_SEQS = range(2)  # a baseline's entries of `params`
 
 _step_s = inline_kernel(roofline_step_s)
+
+
+class RunArrays(NamedTuple):
+    """A run's arrays that decisions read: the request table, the KV facade, the queues."""
+
+    ints: np.ndarray
+    floats: np.ndarray
+    kv: KVState
+    queues: Queues
+
+
+def plan_once(policy: Policy, now_s: float) -> StepPlan:
+    """The plan a bound built-in `policy` would make at `now_s`, from Python; changes nothing
+    but the queues' decision scratch (the loop itself never calls this)."""
+    arrays = policy.ctx.arrays
+    plan = new_plan_arrays(arrays.ints.shape[1])
+    plan_step(policy.code, policy_params(policy), 0, arrays.ints, arrays.kv, arrays.queues,
+              plan.entries, plan.sizes, now_s)
+    return read_plan(plan, REASONS, [])
+
+
+def policy_params(policy: Policy) -> np.ndarray:
+    """A built-in policy's parameters as its decision reads them (zeros for others)."""
+    return np.array([getattr(policy, "token_budget", 0), getattr(policy, "max_num_seqs", 0)],
+                    np.int64)
 
 
 @kernel(calls_python=True)

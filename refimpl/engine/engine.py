@@ -20,6 +20,7 @@ import numpy as np
 from refimpl.admission.gate import Gate
 from refimpl.config.model import ModelConfig
 from refimpl.engine import bridge
+from refimpl.engine.dispatch import RunArrays, policy_params
 from refimpl.engine.executor import SimulatedExecutor
 from refimpl.engine.loop import CONFIG_FIELDS, PLAN_ERRORS, STEP_FLOAT_FIELDS, STEP_INT_FIELDS, serve
 from refimpl.errors import ConfigError, SchedulingError
@@ -79,14 +80,13 @@ class Engine:
             RequestTable(ints, floats, [r.slo for r in pending]), KVView(kv, ints[COMPUTED]),
             lambda: _ring(q.waiting, q.sizes[WAIT_HEAD], q.sizes[WAIT_LEN]),
             lambda: q.running[:q.sizes[NUM_RUNNING]].copy(),
-            self.executor.step_model, self.model, self.hardware, self.cost_table)
+            self.executor.step_model, self.model, self.hardware, self.cost_table,
+            RunArrays(ints, floats, kv, q))
         self.policy.bind(context)
         if gate is not None:
             gate.bind(context)
         run = bridge.RunBridge(self.policy, gate, self.executor, plan, finished, gate_out,
                                reasons, kernel_names)
-        params = np.array([getattr(self.policy, "token_budget", 0),
-                           getattr(self.policy, "max_num_seqs", 0)], np.int64)
         rates = np.array([self._seconds_per_page_moved()])
         with bridge.registered(run) as handle:
             config = np.array([self.policy.code, gate is not None, self.executor.code, handle,
@@ -94,7 +94,7 @@ class Engine:
                                _observes(self.policy)], np.int64)
             assert len(config) == len(CONFIG_FIELDS)
             num_steps, step_f, step_i, error, row = serve(
-                config, params, rates, self.executor.coefficients, ints, floats, kv, q, plan,
+                config, policy_params(self.policy), rates, self.executor.coefficients, ints, floats, kv, q, plan,
                 finished, started, gate_out, kernel_counts,
                 np.zeros((INITIAL_STEPS, len(STEP_FLOAT_FIELDS))),
                 np.zeros((INITIAL_STEPS, len(STEP_INT_FIELDS)), np.int64))

@@ -15,6 +15,7 @@ preallocated arrays that compiled policies fill and the compiled commit reads.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -22,7 +23,7 @@ import numpy as np
 
 from refimpl._numba import inline_kernel
 
-__all__ = ["PlanArrays", "StepPlan", "new_plan_arrays"]
+__all__ = ["PlanArrays", "StepPlan", "new_plan_arrays", "read_plan", "write_plan"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +69,50 @@ def new_plan_arrays(num_requests: int, max_kernels: int = 64) -> PlanArrays:
     """Empty plan arrays for a run of `num_requests` requests."""
     return PlanArrays(np.zeros((10, max(num_requests, 1)), np.int64), np.zeros(8, np.int64),
                       np.zeros(max_kernels, np.int64))
+
+
+_ROWS = (("decode", DECODE, NUM_DECODE), ("preempt", PREEMPT, NUM_PREEMPT),
+         ("spill", SPILL, NUM_SPILL), ("restore", RESTORE, NUM_RESTORE))
+_PAIRS = (("prefill", PREFILL, PREFILL_TOKENS, NUM_PREFILL),
+          ("quantize", QUANTIZE, QUANTIZE_FACTOR, NUM_QUANTIZE))
+
+
+def write_plan(plan: StepPlan, arrays: PlanArrays, reason_code: Callable[[str], int],
+               kernel_code: Callable[[str], int]) -> None:
+    """Put `plan` into empty plan arrays; reasons and kernel names become codes."""
+    entries, sizes = arrays.entries, arrays.sizes
+    for name, row, count in _ROWS:
+        rows = getattr(plan, name)
+        if rows:  # (most kinds stay empty)
+            sizes[count] = len(rows)
+            entries[row, :len(rows)] = rows
+    for name, row, value_row, count in _PAIRS:
+        pairs = getattr(plan, name)
+        sizes[count] = len(pairs)
+        for k, (i, value) in enumerate(pairs):
+            entries[row, k], entries[value_row, k] = i, value
+    sizes[NUM_FINISH] = len(plan.finish)
+    for k, (i, reason) in enumerate(plan.finish):
+        entries[FINISH, k], entries[FINISH_REASON, k] = i, reason_code(reason)
+    kernels = plan.kernels[:len(arrays.kernels)]
+    sizes[NUM_KERNELS] = len(kernels)
+    for k, name in enumerate(kernels):
+        arrays.kernels[k] = kernel_code(name)
+
+
+def read_plan(arrays: PlanArrays, reason_names: Sequence[str],
+              kernel_names: Sequence[str]) -> StepPlan:
+    """The plan in `arrays` as a `StepPlan`; codes become reasons and kernel names."""
+    entries, sizes = arrays.entries, arrays.sizes
+    parts = {name: tuple(entries[row, :sizes[count]].tolist()) for name, row, count in _ROWS}
+    parts.update({name: tuple(zip(entries[row, :sizes[count]].tolist(),
+                                  entries[value_row, :sizes[count]].tolist(), strict=True))
+                  for name, row, value_row, count in _PAIRS})
+    n = sizes[NUM_FINISH]
+    parts["finish"] = tuple((i, reason_names[code]) for i, code in zip(
+        entries[FINISH, :n].tolist(), entries[FINISH_REASON, :n].tolist(), strict=True))
+    parts["kernels"] = tuple(kernel_names[c] for c in arrays.kernels[:sizes[NUM_KERNELS]])
+    return StepPlan(**parts)
 
 
 @inline_kernel

@@ -71,6 +71,7 @@ class PolicyContext:
     model: Any = None  # the ModelConfig served
     hardware: Any = None  # the HardwareSpec it runs on
     cost_table: Any = None  # the kernels' CostTable, where there is one
+    arrays: Any = None  # the run's own arrays (RunArrays), for compiled decisions and tests
 
 
 class Policy:
@@ -116,9 +117,10 @@ class BuiltinPolicy(Policy):
         self.token_budget = token_budget  # most tokens computed in one step
 
     def schedule(self, now_s: float) -> StepPlan:
-        """The compiled decision runs inside the loop; there is no Python reading of it."""
-        raise ConfigError("policy", self.name, "is compiled: the loop runs its decision "
-                          "(refimpl.engine.dispatch); plan it with refimpl.engine.plan_once")
+        """The compiled decision runs inside the loop; `refimpl.engine.plan_once` runs it once
+        from Python (e.g. to inspect a plan)."""
+        raise ConfigError("policy", self.name, "is compiled: the loop runs its decision; "
+                          "refimpl.engine.plan_once(policy, now_s) runs it from Python")
 
 
 # Where each built-in policy's class lives (imported when first named).

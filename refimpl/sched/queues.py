@@ -5,8 +5,9 @@ plan from them; a plain-Python policy reads them): `waiting` is a ring buffer (a
 at most once at a time; a preempted one goes back to the front, to recompute first), `running`
 a list in the order requests started. `update` moves requests by what the committed plan did:
 preempted ones to the waiting front (in preemption order), started ones (prefill entries that
-were waiting) to the running tail, finished ones out. `marks` is the decisions' scratch (which
-request the current decision has scheduled or preempted), so a decision changes no request.
+were waiting) to the running tail, finished ones out. `order` and `marks` are the decisions'
+scratch (the order they visit running requests in; which request the current decision has
+scheduled or preempted), so a decision changes no request.
 """
 
 from __future__ import annotations
