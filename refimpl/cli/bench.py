@@ -13,7 +13,7 @@ from pathlib import Path
 SUITES = {
     "kernels": "attention kernels: prefill vs PyTorch/oracle/GEMM, decode vs memory read",
     "kv": "page pool: allocate/free and decode-batch append vs a pure-Python allocator",
-    "engine": "simulated engine: a whole public trace through every baseline policy",
+    "engine": "the serving loop: a whole public trace through every policy, and a Python one",
     "sched": "slo policy: decision time per tick at 100 to 10,000 active requests",
     "serving": "SLO attainment, goodput and capacity of slo beside the baselines on traces",
     "costmodel": "cost model: held-out MAPE vs DistServe baseline, look-up cost, profile time",

@@ -17,25 +17,6 @@ from __future__ import annotations
 import math
 
 from refimpl._numba import kernel
-from refimpl.sched.table import (
-    COMPLETED,
-    COMPUTED,
-    FINISH,
-    FINISHED,
-    FIRST_SCHEDULED,
-    FIRST_TOKEN,
-    GENERATED,
-    LAST_TOKEN,
-    LENGTH_CAPPED,
-    MAX_NEW,
-    OUTPUT_CAP,
-    PREEMPTIONS,
-    PROMPT,
-    REASON,
-    RUNNING,
-    STATUS,
-    WAITING,
-)
 from refimpl.kv import manager as kvm
 from refimpl.sched.plan import (
     DECODE,
@@ -57,6 +38,25 @@ from refimpl.sched.plan import (
     entry,
 )
 from refimpl.sched.plan import FINISH as FINISH_ROW
+from refimpl.sched.table import (
+    COMPLETED,
+    COMPUTED,
+    FINISH,
+    FINISHED,
+    FIRST_SCHEDULED,
+    FIRST_TOKEN,
+    GENERATED,
+    LAST_TOKEN,
+    LENGTH_CAPPED,
+    MAX_NEW,
+    OUTPUT_CAP,
+    PREEMPTIONS,
+    PROMPT,
+    REASON,
+    RUNNING,
+    STATUS,
+    WAITING,
+)
 
 __all__ = ["PAGES_SHORT", "TIER_REFUSED", "commit_tokens", "end_request", "prepare"]
 

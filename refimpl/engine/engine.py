@@ -22,7 +22,12 @@ from refimpl.config.model import ModelConfig
 from refimpl.engine import bridge
 from refimpl.engine.dispatch import RunArrays, policy_params
 from refimpl.engine.executor import SimulatedExecutor
-from refimpl.engine.loop import CONFIG_FIELDS, PLAN_ERRORS, STEP_FLOAT_FIELDS, STEP_INT_FIELDS, serve
+from refimpl.engine.loop import (
+    PLAN_ERRORS,
+    STEP_FLOAT_FIELDS,
+    STEP_INT_FIELDS,
+    serve,
+)
 from refimpl.errors import ConfigError, SchedulingError
 from refimpl.kv.manager import KVView, new_kv_state
 from refimpl.kv.pool import PagePool
@@ -62,46 +67,34 @@ class Engine:
 
     def run(self, requests: Sequence[Request], progress: Progress | None = None) -> EngineRun:
         """Serve `requests` (in arrival order) to the end; returns the records."""
-        pool = self.pool
-        if pool.request_ids():
-            raise ConfigError("pool", pool.request_ids()[:5], "must be empty before a run")
+        if self.pool.request_ids():
+            raise ConfigError("pool", self.pool.request_ids()[:5], "must be empty before a run")
         pending = sorted(requests, key=lambda r: (r.arrival_s, r.request_id))
-        n = len(pending)
-        ints, floats = new_requests(pending)
-        kv = new_kv_state(pool, n, self._max_holders(n))
-        q = new_queues(n, n)
-        plan = new_plan_arrays(n)
-        finished, started = np.zeros(max(n, 1), np.int64), np.zeros(max(n, 1), np.int64)
-        gate_out = np.zeros((4, max(n, 1)), np.int64)
-        reasons, kernel_names = ReasonCodes(), []
-        kernel_counts = np.zeros(1024, np.int64)
+        arrays, context = self._lay_out(pending)
         gate = None if self.gate is None or self.gate.passes_everything else self.gate
-        context = PolicyContext(
-            RequestTable(ints, floats, [r.slo for r in pending]), KVView(kv, ints[COMPUTED]),
-            lambda: _ring(q.waiting, q.sizes[WAIT_HEAD], q.sizes[WAIT_LEN]),
-            lambda: q.running[:q.sizes[NUM_RUNNING]].copy(),
-            self.executor.step_model, self.model, self.hardware, self.cost_table,
-            RunArrays(ints, floats, kv, q))
         self.policy.bind(context)
         if gate is not None:
             gate.bind(context)
+        n, plan = len(pending), new_plan_arrays(len(pending))
+        finished, started = np.zeros(max(n, 1), np.int64), np.zeros(max(n, 1), np.int64)
+        gate_out = np.zeros((4, max(n, 1)), np.int64)
+        reasons, kernel_names, kernel_counts = ReasonCodes(), [], np.zeros(1024, np.int64)
         run = bridge.RunBridge(self.policy, gate, self.executor, plan, finished, gate_out,
                                reasons, kernel_names)
-        rates = np.array([self._seconds_per_page_moved()])
         with bridge.registered(run) as handle:
             config = np.array([self.policy.code, gate is not None, self.executor.code, handle,
                                self.model.max_context, time.CLOCK_MONOTONIC,
                                _observes(self.policy)], np.int64)
-            assert len(config) == len(CONFIG_FIELDS)
             num_steps, step_f, step_i, error, row = serve(
-                config, policy_params(self.policy), rates, self.executor.coefficients, ints, floats, kv, q, plan,
-                finished, started, gate_out, kernel_counts,
+                config, policy_params(self.policy), np.array([self._seconds_per_page_moved()]),
+                self.executor.coefficients, arrays.ints, arrays.floats, arrays.kv,
+                arrays.queues, plan, finished, started, gate_out, kernel_counts,
                 np.zeros((INITIAL_STEPS, len(STEP_FLOAT_FIELDS))),
                 np.zeros((INITIAL_STEPS, len(STEP_INT_FIELDS)), np.int64))
         if error:
             raise SchedulingError("plan", f"request {row}" if row >= 0 else "pages",
                                   f"policy {self.policy.name!r}'s plan {PLAN_ERRORS[error]}")
-        write_back(ints, floats, reasons, pending)
+        write_back(arrays.ints, arrays.floats, reasons, pending)
         self._check_nothing_lost(pending)
         if progress is not None:
             progress(n, n)
@@ -111,9 +104,24 @@ class Engine:
                         for k, name in enumerate(STEP_INT_FIELDS)})
         usage = {kernel_names[c]: int(kernel_counts[c]) for c in np.flatnonzero(kernel_counts)}
         return EngineRun(pending, StepRecords(
-            **columns, kv_total_pages=pool.num_pages, kernel_usage=usage,
+            **columns, kv_total_pages=self.pool.num_pages, kernel_usage=usage,
             admission_counts=dict(Counter(gate.counts)) if gate is not None else {},
             kv_actions=self.policy.kv_actions()))
+
+    def _lay_out(self, pending: Sequence[Request]) -> tuple[RunArrays, PolicyContext]:
+        """The run's arrays for `pending` (the request table, the KV facade, the queues), and
+        the context policies and gates read them through."""
+        n = len(pending)
+        ints, floats = new_requests(pending)
+        kv = new_kv_state(self.pool, n, self._max_holders(n))
+        q = new_queues(n, n)
+        arrays = RunArrays(ints, floats, kv, q)
+        context = PolicyContext(
+            RequestTable(ints, floats, [r.slo for r in pending]), KVView(kv, ints[COMPUTED]),
+            lambda: _ring(q.waiting, q.sizes[WAIT_HEAD], q.sizes[WAIT_LEN]),
+            lambda: q.running[:q.sizes[NUM_RUNNING]].copy(),
+            self.executor.step_model, self.model, self.hardware, self.cost_table, arrays)
+        return arrays, context
 
     def _seconds_per_page_moved(self) -> float:
         """Time to copy one KV page between the device and the CPU tier (0 without hardware)."""

@@ -77,6 +77,7 @@ def serve(config, params, rates, coefficients, ints, floats, kv, q, plan, finish
     num_requests = ints.shape[1]
     now, next_arrival, num_steps, gate_queued, policy_waiting = 0.0, 0, 0, 0, -1
     ones = np.ones(num_requests, np.int64)  # a decode's token count, for the KV growth
+    scratch = np.zeros(num_requests, np.int64)  # `_check_plan`'s marks
     while True:
         started_ns = monotonic_ns(config[CLOCK_ID])
         while next_arrival < num_requests and floats[ARRIVAL, next_arrival] <= now:
@@ -88,7 +89,7 @@ def serve(config, params, rates, coefficients, ints, floats, kv, q, plan, finish
         d.plan_step(code, params, handle, ints, kv, q, entries, sizes, now)
         decision_s = (monotonic_ns(config[CLOCK_ID]) - started_ns) / 1e9
         if code == PYTHON:
-            error, row = _check_plan(ints, entries, sizes)
+            error, row = _check_plan(ints, entries, sizes, scratch, num_steps + 1)
             if error != 0:
                 return num_steps, step_f, step_i, error, row
         if p.is_empty(sizes):
@@ -184,11 +185,15 @@ def _accept(config, q, i, now):
 
 
 @kernel
-def _check_plan(ints, entries, sizes):
+def _check_plan(ints, entries, sizes, kind, epoch):
     """(error code, request) of a plan that breaks the contract; (0, -1) for a sound one.
-    Whether its pages fit is checked by the commit, once the plan's KV actions are done."""
+    Whether its pages fit is checked by the commit, once the plan's KV actions are done.
+
+    `kind[i] - 4 * epoch` says what the plan does with request `i` (1 preempts it, 2 ends
+    it, 3 computes it; anything else: nothing yet), so the scratch is never cleared.
+    """
     n = ints.shape[1]
-    kind = np.zeros(n, np.int8)  # 1 preempted, 2 finished early, 3 computes tokens
+    base = 4 * epoch
     for row, count in ((p.RESTORE, p.NUM_RESTORE), (p.QUANTIZE, p.NUM_QUANTIZE),
                        (p.SPILL, p.NUM_SPILL)):
         for k in range(sizes[count]):
@@ -206,21 +211,21 @@ def _check_plan(ints, entries, sizes):
             return 1, i
         if ints[STATUS, i] >= FINISHED:
             return 2, i
-        if kind[i] != 0:
+        if kind[i] > base:
             return 3, i
-        kind[i] = mark
+        kind[i] = base + mark
     for k in range(sizes[p.NUM_DECODE] + sizes[p.NUM_PREFILL]):
         i, tokens = p.entry(entries, sizes, k)
         if i < 0 or i >= n:
             return 1, i
         if ints[STATUS, i] >= FINISHED:
             return 2, i
-        if kind[i] >= 2:
+        if kind[i] >= base + 2:
             return 3, i
-        computed = 0 if kind[i] == 1 else ints[COMPUTED, i]  # preempted: recomputes it all
+        computed = 0 if kind[i] == base + 1 else ints[COMPUTED, i]  # preempted: all again
         if tokens < 1 or tokens > ints[PROMPT, i] + ints[GENERATED, i] - computed:
             return 4, i
-        kind[i] = 3
+        kind[i] = base + 3
     return 0, -1
 
 

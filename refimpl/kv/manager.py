@@ -207,19 +207,20 @@ class KVView:
         """Share of the pool's pages in use."""
         return (self.num_pages - self.num_free_pages) / self.num_pages
 
-    def pages_held(self, i: int) -> int:
-        """Pages request `i` holds now."""
+    def pages_held(self, i: int | np.ndarray) -> int | np.ndarray:
+        """Pages request `i` (or each row in an array) holds now."""
         slot = self._kv.slot_of[i]
-        return int(self._kv.num_pages_of[slot]) if slot >= 0 else 0
+        return np.where(slot >= 0, self._kv.num_pages_of[slot], 0)[()]
 
-    def pages_needed(self, i: int, num_tokens: int) -> int:
-        """New pages request `i` takes if `num_tokens` more of its tokens are computed."""
+    def pages_needed(self, i: int | np.ndarray,
+                     num_tokens: int | np.ndarray) -> int | np.ndarray:
+        """New pages request `i` takes if `num_tokens` more of its tokens are computed (or,
+        for arrays of rows and token counts, each of them)."""
         kv = self._kv
-        slot = int(kv.slot_of[i])
-        if slot < 0:
-            return pages_needed_of(0, self.page_size, int(self._num_computed[i]), num_tokens)
-        return pages_needed_of(int(kv.num_pages_of[slot]), int(kv.tokens_per_page[slot]),
-                               int(self._num_computed[i]), num_tokens)
+        slot = kv.slot_of[i]
+        held = np.where(slot >= 0, kv.num_pages_of[slot], 0)
+        tokens_per_page = np.where(slot >= 0, kv.tokens_per_page[slot], self.page_size)
+        return pages_needed_of(held, tokens_per_page, self._num_computed[i], num_tokens)[()]
 
     def pages_for_tokens(self, num_tokens: int) -> int:
         """Pages that hold `num_tokens` tokens at full precision."""

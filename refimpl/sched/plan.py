@@ -30,6 +30,7 @@ __all__ = ["PlanArrays", "StepPlan", "new_plan_arrays", "read_plan", "write_plan
 class StepPlan:
     """Work of one step; every entry names a request by its row in the request table."""
 
+    # Any sequence of ints will do (a tuple, a list, a NumPy array); `read_plan` gives tuples.
     decode: tuple[int, ...] = ()  # requests computing their newest token (one each)
     prefill: tuple[tuple[int, int], ...] = ()  # (request, prompt tokens computed this step)
     preempt: tuple[int, ...] = ()  # requests whose KV is dropped first, to recompute later
@@ -40,8 +41,8 @@ class StepPlan:
     kernels: tuple[str, ...] = ()  # kernel candidates the step runs, if the policy picks
 
     def __bool__(self) -> bool:
-        return bool(self.decode or self.prefill or self.preempt or self.finish or self.spill
-                    or self.restore or self.quantize)
+        return any(len(part) for part in (self.decode, self.prefill, self.preempt, self.finish,
+                                          self.spill, self.restore, self.quantize))
 
     @property
     def num_tokens(self) -> int:
@@ -83,7 +84,7 @@ def write_plan(plan: StepPlan, arrays: PlanArrays, reason_code: Callable[[str], 
     entries, sizes = arrays.entries, arrays.sizes
     for name, row, count in _ROWS:
         rows = getattr(plan, name)
-        if rows:  # (most kinds stay empty)
+        if len(rows):  # (most kinds stay empty)
             sizes[count] = len(rows)
             entries[row, :len(rows)] = rows
     for name, row, value_row, count in _PAIRS:

@@ -5,27 +5,7 @@ policy for a plan (`refimpl.sched.plan.StepPlan`): which requests decode, which 
 many prompt tokens, which are preempted, finished early, spilled, restored or quantized. The
 policy only reads; the loop's commit carries the plan out. Built-in policies are compiled
 (their decision is a Numba function over the run's arrays, dispatched by `code`); a policy of
-your own is plain Python:
-
-    class ShortestPromptFirst(refimpl.Policy):
-        name = "spf"
-
-        def schedule(self, now_s):
-            ctx, budget = self.ctx, 2048
-            free, decode, prefill = ctx.kv.num_free_pages, [], []
-            waiting = ctx.waiting()
-            by_prompt = waiting[ctx.requests.prompt_tokens[waiting].argsort(kind="stable")]
-            for i in [*ctx.running(), *by_prompt]:  # running ones first, then shortest
-                tokens = min(ctx.requests.num_uncomputed(i), budget)
-                need = ctx.kv.pages_needed(i, tokens)
-                if tokens == 0 or need > free:
-                    break
-                if ctx.requests.num_generated[i] > 0 and tokens == 1:
-                    decode.append(i)
-                else:
-                    prefill.append((i, tokens))
-                free, budget = free - need, budget - tokens
-            return refimpl.StepPlan(tuple(decode), tuple(prefill))
+your own is plain Python (the README's "Writing a policy" has a tested example).
 
 Override `schedule` (and, for state of your own, `add_request` and `update_from_output`).
 `self.ctx` (`PolicyContext`, set by `bind`) is what it may read: the request table (live,

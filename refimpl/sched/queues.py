@@ -17,8 +17,8 @@ from typing import NamedTuple
 import numpy as np
 
 from refimpl._numba import inline_kernel, kernel
-from refimpl.sched.table import FINISHED, STATUS
 from refimpl.sched.plan import NUM_PREEMPT, PREEMPT
+from refimpl.sched.table import FINISHED, STATUS
 
 __all__ = ["Queues", "new_queues"]
 

@@ -112,13 +112,15 @@ class RequestTable:
     def __len__(self) -> int:
         return len(self.arrival_s)
 
-    def num_tokens(self, i: int) -> int:
-        """Tokens known of request `i`: its prompt and the output generated so far."""
-        return int(self.prompt_tokens[i] + self.num_generated[i])
+    def num_tokens(self, i: int | np.ndarray) -> int | np.ndarray:
+        """Tokens known of request `i` (or of each row in an array): its prompt and the
+        output generated so far."""
+        return self.prompt_tokens[i] + self.num_generated[i]
 
-    def num_uncomputed(self, i: int) -> int:
-        """Tokens a step could still schedule for request `i` before its next output token."""
-        return self.num_tokens(i) - int(self.num_computed[i])
+    def num_uncomputed(self, i: int | np.ndarray) -> int | np.ndarray:
+        """Tokens a step could still schedule for request `i` (or each row in an array)
+        before its next output token."""
+        return self.prompt_tokens[i] + self.num_generated[i] - self.num_computed[i]
 
     def row(self, i: int) -> RequestRow:
         """Request `i` as an object with `Request`'s field names (read live)."""
@@ -144,7 +146,7 @@ class RequestRow:
     @property
     def num_tokens(self) -> int:
         """Tokens known so far: the prompt and the output generated."""
-        return self._table.num_tokens(self.i)
+        return int(self._table.num_tokens(self.i))
 
     @property
     def is_finished(self) -> bool:

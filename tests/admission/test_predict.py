@@ -106,7 +106,6 @@ def test_queued_prompts_count_as_ahead(predictor):
 
 def test_a_slower_measured_drain_rate_replaces_the_model(predictor):
     from refimpl.sched.plan import StepPlan
-
     from refimpl.sched.table import RequestTable, new_requests
 
     first = Request(0, 0.0, 4000, 10)

@@ -15,6 +15,7 @@ import pytest
 from refimpl.engine import plan_once
 from refimpl.sched import Policy, make_policy
 from refimpl.sched.queues import EPOCH
+
 from ._runs import assert_same_records, random_specs
 
 

@@ -52,7 +52,7 @@ def test_bad_policy_names_and_parameters_are_refused():
         make_policy("fifo")
     with pytest.raises(ConfigError, match="token_budget=0"):
         make_policy("sarathi", token_budget=0)
-    with pytest.raises(ConfigError, match="refimpl.Policy"):
+    with pytest.raises(ConfigError, match=r"refimpl\.Policy"):
         make_policy(object())
     with pytest.raises(ConfigError, match="policy_params"):
         make_policy("vllm", chunk=3)

@@ -11,10 +11,12 @@ from refimpl.engine import Engine, SimulatedExecutor
 from refimpl.engine.simulate import cost_table_for, requests_from_workload
 from refimpl.errors import ConfigError
 from refimpl.kv import PagePool
+from refimpl.kv.manager import KVView, new_kv_state
 from refimpl.sched import Request, make_policy
 from refimpl.sched.policy import SLO as SLO_CODE
 from refimpl.sched.policy import PolicyContext
 from refimpl.sched.slo import SLOPolicy
+from refimpl.sched.slo.projection import Projection
 from refimpl.sched.table import FINISHED, FLOAT_FIELDS, INT_FIELDS
 from refimpl.workloads import synthetic
 
@@ -62,13 +64,13 @@ class CheckedSLOPolicy(SLOPolicy):
         assert all(i in queued or i in preempted for i, _ in plan.prefill)
         # Pages: what the plan's KV actions leave free covers what it computes (no forks here).
         free, held = kv.num_free_pages, {}
-        tpp = {i: int(state.tokens_per_page[state.slot_of[i]]) for i in plan.quantize}
+        tpp = {i: int(state.tokens_per_page[state.slot_of[i]]) for i, _ in plan.quantize}
         for i in plan.restore:
             free -= kv.pages_held(i)
-        for i in plan.quantize:
-            kept = _pages_for(int(state.lengths[state.slot_of[i]]), tpp[i] * 2)
+        for i, factor in plan.quantize:
+            kept = _pages_for(int(state.lengths[state.slot_of[i]]), tpp[i] * factor)
             free += kv.pages_held(i) - kept
-            held[i], tpp[i] = kept, tpp[i] * 2
+            held[i], tpp[i] = kept, tpp[i] * factor
         for i in [*plan.spill, *(i for i, _ in plan.finish), *plan.preempt]:
             free += held.pop(i, kv.pages_held(i))
             held[i] = 0
@@ -128,12 +130,15 @@ def test_invariants_hold_every_tick(rate, pages):
     assert set(run.requests.reason) <= {"completed", "exceeds_context"}
 
 
-def test_a_prompt_preempted_for_another_may_restart_in_the_same_plan():
-    # 40 prompts whose TTFT deadlines tighten with each arrival fill a small pool with half-done
-    # prompts: the latest-deadline one is preempted so the new head can run, and the same plan
-    # may start it again from scratch.
-    requests = [Request(i, 0.01 * i, 1500, 30, slo=SLO(10.0 - 0.2 * i, 0.5)) for i in range(40)]
-    policy = CheckedSLOPolicy(ladder=None, max_chunk=256)
+def test_a_preempted_request_may_start_again_in_the_same_plan():
+    # A 200-page pool without a ladder, prompts of up to 1,500 tokens with TTFT targets from
+    # 0.1 to 10 s: decodes short of pages preempt the least important one, a full pool of
+    # half-done prompts the last-queued one; the plan that preempts a request may start its
+    # prompt again from scratch, as the scheduler that acted at once did.
+    rng = np.random.default_rng(0)
+    requests = [Request(i, 0.01 * i, int(rng.integers(16, 1500)), 5,
+                        slo=SLO(float(rng.uniform(0.1, 10)), 0.5)) for i in range(40)]
+    policy = CheckedSLOPolicy(ladder=None, max_chunk=1024)
     run, _ = serve(requests, policy, pages=200)
     assert run.requests.num_preemptions.sum() > 0 and policy.restarted > 0
     assert set(run.requests.status) == {"finished"}
@@ -252,3 +257,39 @@ def test_with_nothing_to_cap_the_ladder_quantizes_and_spills():
     run, steps = _crowded_run(priorities=(0, 0))
     assert "length_capped" not in steps and {"quantize", "spill"} <= steps
     assert set(run.requests.reason) == {"completed"}
+
+
+def test_the_projection_frees_what_the_pool_frees():
+    # Four requests, one a fork sharing all of another's pages; the projection of a plan's
+    # actions (which changes nothing) against the pool's own moves, one by one.
+    pool = PagePool(64, 4, cpu_tier_pages=16)
+    lengths = {0: 10, 1: 7, 2: 13}
+    for rid, tokens in lengths.items():
+        pool.allocate(rid, tokens)
+    pool.fork(0, 3)
+    kv = new_kv_state(pool, 4, 4)
+    kv.slot_of[:] = [pool.slot(rid) for rid in range(4)]
+    computed = np.array([10, 7, 13, 10])
+    projection = Projection(KVView(kv, computed), computed)
+    before = [getattr(kv, name).copy() for name in _KV_ARRAYS]
+    assert projection.shares_a_page(3) and not projection.shares_a_page(1)
+    moves = [(lambda: projection.quantize(1, 2), lambda: pool.quantize(1, 2)),
+             (lambda: projection.spill(2)[0], lambda: pool.spill(2)),
+             (lambda: projection.release(0), lambda: pool.free(0)),  # shared: frees none
+             (lambda: projection.preempt(3), lambda: pool.free(3))]  # now alone: frees all
+    freed = []
+    for project, _ in moves:
+        freed.append(project())
+    assert freed == [1, 4, 0, 3] and not projection.shares_a_page(3)
+    assert all(np.array_equal(a, getattr(kv, name)) for a, name in zip(before, _KV_ARRAYS,
+                                                                      strict=True))
+    _, counters, _, held, _, tokens_per_page, states = projection.arrays()
+    for _, act in moves:
+        act()
+    assert projection.free == pool.num_free_pages
+    assert projection.cpu_room() == pool.cpu_tier_pages - pool.num_spilled_pages
+    assert np.array_equal(counters, pool.counters)
+    slots = [int(kv.slot_of[i]) for i in range(3)]
+    assert held[slots].tolist() == [0, 1, 4] and tokens_per_page[slots[1]] == 8
+    assert states[slots].tolist() == [0, 1, 2]
+    assert projection.num_computed(3) == 0 and projection.num_computed(1) == 7

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import refimpl
@@ -64,7 +63,7 @@ def test_a_plain_python_policy_serves_everything(make_engine):
 
 
 @pytest.mark.parametrize(("mutate", "match"), [
-    (lambda plan: StepPlan(plan.decode + (10_000,), plan.prefill), "names no request"),
+    (lambda plan: StepPlan((*plan.decode, 10_000), plan.prefill), "names no request"),
     (lambda plan: StepPlan(plan.decode, plan.prefill + plan.prefill), "twice"),
     (lambda plan: StepPlan(plan.decode, tuple((i, 0) for i, _ in plan.prefill) or ((0, 0),)),
      "no tokens"),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from refimpl._numba import inline_kernel, kernel
 from refimpl.kv import manager as kvm
-from refimpl.sched.plan import add_decode, add_prefill, add_preempt
+from refimpl.sched.plan import add_decode, add_preempt, add_prefill
 from refimpl.sched.queues import NUM_RUNNING, WAIT_LEN, waiting_at
 from refimpl.sched.table import COMPUTED, GENERATED, PROMPT
 

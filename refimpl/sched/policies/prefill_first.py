@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from refimpl._numba import inline_kernel
 from refimpl.kv import manager as kvm
-from refimpl.sched.plan import NUM_PREFILL, add_decode, add_prefill, add_preempt
+from refimpl.sched.plan import NUM_PREFILL, add_decode, add_preempt, add_prefill
 from refimpl.sched.policies.budget import uncomputed
 from refimpl.sched.policy import PREFILL_FIRST, BuiltinPolicy
 from refimpl.sched.queues import NUM_RUNNING, WAIT_LEN, waiting_at

@@ -38,12 +38,12 @@ class TickDraft:
         self.unqueued: set[int] = set()  # queued rows whose entry the plan replaces
         self.spilled = list(spilled)  # rows in the CPU tier, in spill order
         self.holding = holding  # above the ladder's first watermark (queue_new recorded)
-        self.ladder: Counter[str] = Counter()  # ladder step -> actions in this plan
+        self.counts: Counter[str] = Counter()  # ladder step -> actions in this plan
         self.finish: list[tuple[int, str]] = []
         self.preempt: list[int] = []
         self.spill: list[int] = []
         self.restore: list[int] = []
-        self.quantize: list[int] = []
+        self.quantize: list[tuple[int, int]] = []  # (row, factor)
 
     # ---- the prefill queue as the plan leaves it -------------------------------------------
     def num_waiting(self) -> int:

@@ -42,7 +42,13 @@ from refimpl.sched.slo.kernels import KernelPicks
 from refimpl.sched.slo.knapsack import VALUE_LATENESS, VALUE_PER_TIME, select_decode_batch
 from refimpl.sched.slo.prefill import choose_prefill, partial_prefill_victim
 from refimpl.sched.slo.pressure import climb, restores
-from refimpl.sched.slo.queues import DecodeSet, PrefillQueue, next_token_deadline_s, prefill_key
+from refimpl.sched.slo.queues import (
+    DecodeSet,
+    PrefillQueue,
+    next_token_deadline_s,
+    next_token_deadlines_s,
+    prefill_key,
+)
 from refimpl.sched.table import FINISHED
 
 __all__ = ["LADDER", "SLOPolicy"]
@@ -162,12 +168,12 @@ class SLOPolicy(Policy):
             return
         if not draft.holding:  # holding new prompts is a state, counted when it starts
             draft.holding = True
-            draft.ladder[str(LadderStep.QUEUE_NEW)] += 1
+            draft.counts[str(LadderStep.QUEUE_NEW)] += 1
         moves = climb(self.ladder, kv, requests, draft.decode.decoding(), now_s)
         for move in moves:
-            draft.ladder[str(move.step)] += 1
+            draft.counts[str(move.step)] += 1
             if move.step is LadderStep.QUANTIZE:
-                draft.quantize.append(move.row)
+                draft.quantize.append((move.row, self.ladder.quantize_factor))
         # The decode set gives up its rows as the old scheduler did: capped, preempted, spilled.
         for move in moves:
             if move.step is LadderStep.CAP_LENGTH:
@@ -196,11 +202,13 @@ class SLOPolicy(Policy):
             if i in requeued and i not in again:
                 self.prefill.push(i, prefill_key(requests, i, int(computed[i])))
         self.prefill.take(i for i in prefilled if i not in requeued)
-        for i in plan.decode:
-            if status[i] >= FINISHED:
-                self.decode.remove(i)
-            else:
-                self.decode.update(i, next_token_deadline_s(requests, i), int(computed[i]))
+        decoded = np.asarray(plan.decode, np.int64)
+        ended = status[decoded] >= FINISHED
+        for i in decoded[ended].tolist():
+            self.decode.remove(i)
+        decoded = decoded[~ended]
+        self.decode.update_rows(decoded, next_token_deadlines_s(requests, decoded),
+                                computed[decoded])
         for i in prefilled:
             if status[i] >= FINISHED:
                 continue
@@ -217,7 +225,7 @@ class SLOPolicy(Policy):
             self.prefill.remove(i)
         self.spilled = draft.spilled
         self._holding = draft.holding
-        self._actions.update(draft.ladder)
+        self._actions.update(draft.counts)
         return list(draft.requeued)
 
     def _take_plan(self, plan: StepPlan) -> list[int]:
@@ -228,7 +236,8 @@ class SLOPolicy(Policy):
         for i, reason in plan.finish:
             if i in self.decode:
                 self.decode.remove(i)
-            counts[reason] += reason == str(LadderStep.CAP_LENGTH)
+            if reason == str(LadderStep.CAP_LENGTH):
+                counts[reason] += 1
         for i in plan.preempt:
             if i in self.decode:
                 self.decode.remove(i)
@@ -252,5 +261,5 @@ class SLOPolicy(Policy):
         if self._drafted is not None and not self._drafted[0]:
             draft = self._drafted[1]
             self._holding = draft.holding
-            self._actions.update(draft.ladder)
+            self._actions.update(draft.counts)
             self._drafted = None

@@ -20,6 +20,7 @@ import numpy as np
 
 from refimpl.kv import _ladder_kernels as LK
 from refimpl.kv.ladder import LadderConfig, LadderStep
+from refimpl.sched.slo.queues import next_token_deadlines_s
 
 if TYPE_CHECKING:
     from refimpl.sched.slo.projection import Projection
@@ -45,10 +46,7 @@ def climb(config: LadderConfig, kv: Projection, requests: RequestTable, rows: np
     Each step acts, victim after victim, while utilization is above its threshold; a request
     leaves the pool (capped, spilled or preempted) at most once.
     """
-    generated = requests.num_generated[rows]
-    deadline_s = np.where(generated == 0, requests.arrival_s[rows] + requests.ttft_slo_s[rows],
-                          requests.last_token_s[rows] + requests.tpot_slo_s[rows])
-    slots = np.array([kv.slot(i) for i in rows.tolist()], np.int64)
+    slots = kv.slots(rows)
     refcount, counters, tables, num_pages_of, lengths, tokens_per_page, states = kv.arrays()
     n = len(rows)
     actions = np.empty((2 * n, 3), np.int64)
@@ -56,7 +54,8 @@ def climb(config: LadderConfig, kv: Projection, requests: RequestTable, rows: np
     count = LK.plan_relief(
         refcount, counters, tables, num_pages_of, lengths, tokens_per_page, states,
         kv.page_size, kv.cpu_capacity(), slots, requests.priority[rows].astype(np.int64),
-        requests.num_computed[rows].astype(np.int64), deadline_s - now_s,
+        requests.num_computed[rows].astype(np.int64),
+        next_token_deadlines_s(requests, rows) - now_s,
         requests.arrival_s[rows].astype(np.float64), requests.request_id[rows].astype(np.int64),
         float(config.cap_above), float(config.quantize_above), float(config.spill_above),
         float(config.preempt_above), int(config.low_priority),

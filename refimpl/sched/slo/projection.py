@@ -30,8 +30,7 @@ FREE, RESIDENT, SPILLED = (int(state) for state in RequestState)
 def cpu_tier(kv: KVView) -> tuple[int, int]:
     """(pages the CPU tier holds, pages it holds at most) of the run's KV cache."""
     state = kv._kv
-    capacity = getattr(kv, "cpu_tier_pages", getattr(state, "cpu_tier_pages", 0))
-    return int(state.counters[K.SPILLED]), int(capacity)
+    return int(state.counters[K.SPILLED]), int(state.cpu_tier_pages)
 
 
 class Projection:
@@ -65,6 +64,13 @@ class Projection:
     def slot(self, i: int) -> int:
         """Request `i`'s pool row, -1 while it holds no KV."""
         return -1 if i in self.freed else int(self._s.slot_of[i])
+
+    def slots(self, rows: np.ndarray) -> np.ndarray:
+        """`slot` of each of `rows`."""
+        slots = self._s.slot_of[rows].astype(np.int64)
+        for k in np.flatnonzero(np.isin(rows, list(self.freed))) if self.freed else ():
+            slots[k] = -1
+        return slots
 
     def holds_slot(self, i: int) -> bool:
         """Whether request `i` holds KV (resident or spilled)."""

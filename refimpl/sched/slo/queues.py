@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from refimpl.sched.table import RequestTable
 
 __all__ = ["DecodeDraft", "DecodeSet", "PrefillKey", "PrefillQueue", "next_token_deadline_s",
-           "prefill_key"]
+           "next_token_deadlines_s", "prefill_key"]
 
 PrefillKey = tuple[float, int, int, float, int]  # the heap key of a row (module doc)
 
@@ -46,6 +46,13 @@ def next_token_deadline_s(requests: RequestTable, i: int) -> float:
     if requests.num_generated[i] == 0:
         return float(requests.arrival_s[i] + requests.ttft_slo_s[i])
     return float(requests.last_token_s[i] + requests.tpot_slo_s[i])
+
+
+def next_token_deadlines_s(requests: RequestTable, rows: np.ndarray) -> np.ndarray:
+    """`next_token_deadline_s` of each of `rows`."""
+    return np.where(requests.num_generated[rows] == 0,
+                    requests.arrival_s[rows] + requests.ttft_slo_s[rows],
+                    requests.last_token_s[rows] + requests.tpot_slo_s[rows])
 
 
 def prefill_key(requests: RequestTable, i: int, num_computed: int) -> PrefillKey:
@@ -150,6 +157,13 @@ class DecodeSet:
         slot = self._slot_of[i]
         self.deadline_s[slot] = deadline_s
         self.context[slot] = context
+
+    def update_rows(self, rows: np.ndarray, deadline_s: np.ndarray, context: np.ndarray) -> None:
+        """`update` of many rows at once."""
+        slot_of = self._slot_of
+        slots = np.fromiter((slot_of[i] for i in rows.tolist()), np.int64, len(rows))
+        self.deadline_s[slots] = deadline_s
+        self.context[slots] = context
 
     def remove(self, i: int) -> None:
         """Stop tracking row `i` (finished, preempted or spilled)."""
