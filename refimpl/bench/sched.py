@@ -1,9 +1,10 @@
 """`refimpl bench sched`: the `slo` policy's decision time per tick as the active set grows.
 
 A tick's whole decision is timed: deadline and tick budget, both queues, the bucketed knapsack,
-the adaptive prefill chunk, the kernel look-up and the KV bookkeeping (`SLOPolicy.schedule`).
-N requests are decoding (contexts spread over the buckets, deadlines spread over the next
-200 ms) and N/10 prompts wait. The same policy with the knapsack written in plain Python is
+the adaptive prefill chunk, the kernel look-up and the KV projection (`SLOPolicy.schedule`,
+which changes nothing, so repeated calls time the same decision with warm caches, as in a
+running engine). N requests are decoding (contexts spread over the buckets, deadlines spread
+over the next 200 ms) and N/10 prompts wait. The same policy with the knapsack written in plain Python is
 timed in the same run, and the growth exponent is the slope of log(time) over log(N).
 The seed asks for under a millisecond per tick; the goal is under 100 us at 1,000 active
 requests and under 500 us at 10,000.
@@ -19,12 +20,14 @@ import numpy as np
 from refimpl.bench._report import publish
 from refimpl.config import HardwareSpec, ModelConfig
 from refimpl.costmodel.step import RooflineStepModel
+from refimpl.engine import Engine, SimulatedExecutor
 from refimpl.engine.simulate import cost_table_for
 from refimpl.kv import PagePool
-from refimpl.kv.manager import KVManager
-from refimpl.sched import Request, RequestStatus
+from refimpl.kv import manager as kvm
+from refimpl.sched import Request
 from refimpl.sched.slo import SLOPolicy
 from refimpl.sched.slo.knapsack import select_decode_batch_python
+from refimpl.sched.table import COMPUTED, GENERATED, LAST_TOKEN, RUNNING, STATUS, TPOT_SLO
 
 __all__ = ["run"]
 
@@ -53,29 +56,32 @@ def _policy(cls: type[SLOPolicy], num_active: int, seed: int) -> SLOPolicy:
     """A policy mid-run: `num_active` decoding requests, a tenth as many prompts waiting."""
     model, hardware = ModelConfig.preset(MODEL), HardwareSpec.preset(HARDWARE)
     rng = np.random.default_rng(seed)
-    pool = PagePool(num_active * 300 + 10_000, 16, max_context=model.max_context,
-                    initial_slots=2 * num_active)
-    kv = KVManager(pool)
+    pool = PagePool(num_active * 300 + 10_000, 16, max_context=model.max_context)
+    contexts = rng.integers(16, 4000, num_active)
+    prompts = rng.integers(50, 3000, num_active // 10)
+    requests = [Request(i, 0.0, int(c), 10_000) for i, c in enumerate(contexts)]
+    requests += [Request(num_active + i, 0.0, int(p), 100) for i, p in enumerate(prompts)]
     policy = cls()
-    policy.bind(kv, RooflineStepModel(model, hardware), cost_table_for(model, hardware))
-    for i, context in enumerate(rng.integers(16, 4000, num_active)):
-        request = Request(i, 0.0, int(context), 10_000, status=RequestStatus.RUNNING)
-        kv.grow([request], [int(context)])
-        request.num_computed, request.num_generated = int(context), 1
-        request.last_token_s = float(rng.uniform(0.0, 0.2)) - request.slo.tpot_s
-        policy.decode.add(request)
-    for i in range(num_active // 10):
-        policy.add_request(Request(num_active + i, 0.0, int(rng.integers(50, 3000)), 100), 0.0)
+    engine = Engine(policy, SimulatedExecutor(RooflineStepModel(model, hardware)), pool, model,
+                    hardware=hardware, cost_table=cost_table_for(model, hardware))
+    arrays, context = engine._lay_out(requests)
+    ints, floats = arrays.ints, arrays.floats
+    decoding = np.arange(num_active)
+    ints[STATUS, decoding], ints[COMPUTED, decoding], ints[GENERATED, decoding] = (
+        RUNNING, contexts, 1)
+    floats[LAST_TOKEN, decoding] = rng.uniform(0.0, 0.2, num_active) - floats[TPOT_SLO, decoding]
+    kvm.grow(arrays.kv, decoding, contexts.astype(np.int64), num_active)
+    policy.bind(context)
+    for i in decoding:
+        policy.decode.add(int(i), float(floats[LAST_TOKEN, i] + floats[TPOT_SLO, i]),
+                          int(contexts[i]), 1.0)
+    for i in range(num_active, len(requests)):
+        policy.add_request(i, 0.0)
     return policy
 
 
 def time_ticks(cls: type[SLOPolicy], num_active: int, repeats: int) -> float:
-    """Median seconds of a `schedule` call over `repeats` ticks on each of three states.
-
-    A tick leaves the state as it found it (the prompts it looks at go back in their queue;
-    nothing is committed), so repeated ticks time the same decision with warm caches, as in a
-    running engine.
-    """
+    """Median seconds of a `schedule` call over `repeats` ticks on each of three states."""
     times = []
     for seed in range(3):
         policy = _policy(cls, num_active, seed=seed)

@@ -86,7 +86,7 @@ class Engine:
                                self.model.max_context, time.CLOCK_MONOTONIC,
                                _observes(self.policy)], np.int64)
             num_steps, step_f, step_i, error, row = serve(
-                config, policy_params(self.policy), np.array([self._seconds_per_page_moved()]),
+                config, policy_params(self.policy), self._tier_rates(),
                 self.executor.coefficients, arrays.ints, arrays.floats, arrays.kv,
                 arrays.queues, plan, finished, started, gate_out, kernel_counts,
                 np.zeros((INITIAL_STEPS, len(STEP_FLOAT_FIELDS))),
@@ -123,12 +123,13 @@ class Engine:
             self.executor.step_model, self.model, self.hardware, self.cost_table, arrays)
         return arrays, context
 
-    def _seconds_per_page_moved(self) -> float:
-        """Time to copy one KV page between the device and the CPU tier (0 without hardware)."""
+    def _tier_rates(self) -> np.ndarray:
+        """[bytes of a KV page, bytes/s between the device and the CPU tier] (no cost to move
+        pages without hardware)."""
         if self.hardware is None:
-            return 0.0
+            return np.array([0.0, 1.0])
         page_bytes = self.model.kv_bytes_per_token() * self.pool.page_size
-        return page_bytes / self.hardware.host_bandwidth_bytes_s
+        return np.array([float(page_bytes), self.hardware.host_bandwidth_bytes_s])
 
     def _max_holders(self, num_requests: int) -> int:
         """Most requests that can hold KV at once: the batch limit, else every page's worth."""

@@ -63,8 +63,9 @@ PLAN_ERRORS = ("", "names no request of the run", "names a request that has ende
                "names a request twice", "computes no tokens, or more than the request has "
                "left", "needs more KV pages than are free", "moves a request between tiers "
                "that the pool refused (not resident, shared pages, or no room)")
-# Entries of `rates`: seconds to move one KV page between the device and the CPU tier.
-SECONDS_PER_PAGE_MOVED = 0
+# Entries of `rates`: bytes of one KV page, and the bandwidth between the device and the CPU
+# tier (bytes/s) that moving pages costs.
+PAGE_BYTES, HOST_BANDWIDTH = range(2)
 
 
 @kernel(calls_python=True)
@@ -103,7 +104,7 @@ def serve(config, params, rates, coefficients, ints, floats, kv, q, plan, finish
         if error != 0:
             return num_steps, step_f, step_i, error, row
         duration_s = d.step_seconds(config[EXECUTOR], coefficients, handle, ints, entries,
-                                    sizes) + moved * rates[SECONDS_PER_PAGE_MOVED]
+                                    sizes) + moved * rates[PAGE_BYTES] / rates[HOST_BANDWIDTH]
         num_finished = commit_tokens(ints, floats, kv, entries, sizes, now, now + duration_s,
                                      finished, num_finished)
         if sizes[p.NUM_PREEMPT] + num_started + num_finished > 0:  # (most steps: none)
