@@ -4,8 +4,9 @@ A tick's whole decision is timed: deadline and tick budget, both queues, the buc
 the adaptive prefill chunk, the kernel look-up and the KV projection (`SLOPolicy.schedule`,
 which changes nothing, so repeated calls time the same decision with warm caches, as in a
 running engine). N requests are decoding (contexts spread over the buckets, deadlines spread
-over the next 200 ms) and N/10 prompts wait. The same policy with the knapsack written in plain Python is
-timed in the same run, and the growth exponent is the slope of log(time) over log(N).
+over the next 200 ms) and N/10 prompts wait. The same policy with the knapsack written in
+plain Python is timed in the same run, and the growth exponent is the slope of log(time) over
+log(N).
 The seed asks for under a millisecond per tick; the goal is under 100 us at 1,000 active
 requests and under 500 us at 10,000.
 """
