@@ -38,7 +38,8 @@ from refimpl.errors import ConfigError
 from refimpl.kv import _ladder_kernels as LK
 from refimpl.kv.pool import PagePool
 
-__all__ = ["KVCandidate", "LadderAction", "LadderConfig", "LadderStep", "PressureLadder"]
+__all__ = ["KVCandidate", "LadderAction", "LadderConfig", "LadderStep", "PressureLadder",
+           "plan_relief"]
 
 
 class LadderStep(StrEnum):
@@ -163,22 +164,39 @@ class PressureLadder:
         Returns `(step, candidate index, pages freed, transfer_s)` per action, in order;
         `queue_new` is `relieve`'s own.
         """
-        cfg, n = self.config, len(candidates)
+        n = len(candidates)
         slots = [pool.slot(c.request_id) if c.request_id in pool else -1 for c in candidates]
         ints = np.array([slots, [c.priority for c in candidates],
                          [c.context_tokens for c in candidates],
                          [c.request_id for c in candidates]], dtype=np.int64).reshape(4, n)
         floats = np.array([[c.slack_s for c in candidates], [c.arrival_s for c in candidates]],
                           dtype=np.float64).reshape(2, n)
-        actions = np.empty((2 * n, 3), dtype=np.int64)
-        transfer_s = np.empty(2 * n, dtype=np.float64)
-        count = LK.plan_relief(
-            pool.refcount, pool.counters, pool.tables, pool.num_pages_of, pool.lengths,
-            pool.tokens_per_page, pool.states, pool.page_size, pool.cpu_tier_pages,
-            ints[0], ints[1], ints[2], floats[0], floats[1], ints[3],
-            float(cfg.cap_above), float(cfg.quantize_above), float(cfg.spill_above),
-            float(cfg.preempt_above), int(cfg.low_priority), int(cfg.long_context_tokens),
-            int(cfg.quantize_factor), int(need_pages), self.page_bytes,
-            self.host_bandwidth_bytes_s, actions, transfer_s)
-        return [(_STEPS[step], int(index), int(freed), float(transfer_s[k]))
-                for k, (step, index, freed) in enumerate(actions[:count].tolist())]
+        arrays = (pool.refcount, pool.counters, pool.tables, pool.num_pages_of, pool.lengths,
+                  pool.tokens_per_page, pool.states)
+        return plan_relief(self.config, arrays, pool.page_size, pool.cpu_tier_pages, ints[0],
+                           ints[1], ints[2], floats[0], floats[1], ints[3], need_pages,
+                           self.page_bytes, self.host_bandwidth_bytes_s)
+
+
+def plan_relief(config: LadderConfig, arrays: tuple[np.ndarray, ...], page_size: int,
+                cpu_tier_pages: int, slots: np.ndarray, priorities: np.ndarray,
+                context_tokens: np.ndarray, slack_s: np.ndarray, arrival_s: np.ndarray,
+                request_ids: np.ndarray, need_pages: int = 0, page_bytes: int = 1,
+                host_bandwidth_bytes_s: float = 1.0) -> list[tuple[LadderStep, int, int, float]]:
+    """The ladder's actions on a pool's `arrays` (refcount, counters, tables, num_pages_of,
+    lengths, tokens_per_page, states: a live pool's, or a projection's), changing nothing:
+    `(step, candidate index, pages freed, transfer_s)` each, in order. Candidates are parallel
+    arrays, `slots[c] = -1` for one the pool does not hold."""
+    cfg, n = config, len(slots)
+    actions = np.empty((2 * n, 3), dtype=np.int64)
+    transfer_s = np.empty(2 * n, dtype=np.float64)
+    count = LK.plan_relief(
+        *arrays, page_size, cpu_tier_pages, np.asarray(slots, np.int64),
+        np.asarray(priorities, np.int64), np.asarray(context_tokens, np.int64),
+        np.asarray(slack_s, np.float64), np.asarray(arrival_s, np.float64),
+        np.asarray(request_ids, np.int64), float(cfg.cap_above), float(cfg.quantize_above),
+        float(cfg.spill_above), float(cfg.preempt_above), int(cfg.low_priority),
+        int(cfg.long_context_tokens), int(cfg.quantize_factor), int(need_pages), page_bytes,
+        host_bandwidth_bytes_s, actions, transfer_s)
+    return [(_STEPS[step], int(index), int(freed), float(transfer_s[k]))
+            for k, (step, index, freed) in enumerate(actions[:count].tolist())]

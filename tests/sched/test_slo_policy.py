@@ -16,7 +16,7 @@ from refimpl.sched import Request, make_policy
 from refimpl.sched.policy import SLO as SLO_CODE
 from refimpl.sched.policy import PolicyContext
 from refimpl.sched.slo import SLOPolicy
-from refimpl.sched.slo.projection import Projection
+from refimpl.kv.projection import Projection
 from refimpl.sched.table import FINISHED, FLOAT_FIELDS, INT_FIELDS
 from refimpl.workloads import synthetic
 

@@ -14,8 +14,8 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from refimpl.kv.projection import Projection
 from refimpl.sched.plan import StepPlan
-from refimpl.sched.slo.projection import Projection
 from refimpl.sched.slo.queues import PrefillKey, next_token_deadline_s, prefill_key
 
 if TYPE_CHECKING:

@@ -1,10 +1,10 @@
 """The `slo` policy's answer to KV pressure: the seed's ladder, decided as part of the plan.
 
 Each tick, above the ladder's first watermark, the decoding requests are the ladder's
-victims-to-be. `climb` asks the compiled ladder decision (`refimpl.kv._ladder_kernels.
-plan_relief`, the one definition of `PressureLadder`'s rules: thresholds, victim order, what
-each step frees) what each step does to which request, on the tick's `Projection` of the
-pool, and applies the answer to the projection, never to the pool; the plan carries it out:
+victims-to-be. `climb` asks the compiled ladder decision (`refimpl.kv.ladder.plan_relief`,
+the one definition of `PressureLadder`'s rules: thresholds, victim order, what each step
+frees) what each step does to which request, on the tick's `Projection` of the pool, and
+applies the answer to the projection, never to the pool; the plan carries it out:
 a length-capped request finishes (its output so far kept), a quantized one decodes on from
 denser pages, a spilled one leaves the decode set until it is restored, a preempted one
 recomputes later. Below the first watermark, `restores` brings spilled requests back, oldest
@@ -18,18 +18,14 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from refimpl.kv import _ladder_kernels as LK
-from refimpl.kv.ladder import LadderConfig, LadderStep
+from refimpl.kv.ladder import LadderConfig, LadderStep, plan_relief
 from refimpl.sched.slo.queues import next_token_deadlines_s
 
 if TYPE_CHECKING:
-    from refimpl.sched.slo.projection import Projection
+    from refimpl.kv.projection import Projection
     from refimpl.sched.table import RequestTable
 
 __all__ = ["LadderMove", "climb", "restores"]
-
-_STEPS = tuple(LadderStep)  # by the kernel's step codes
-
 
 class LadderMove(NamedTuple):
     """One ladder action: its step, the request, the pages it frees."""
@@ -46,24 +42,13 @@ def climb(config: LadderConfig, kv: Projection, requests: RequestTable, rows: np
     Each step acts, victim after victim, while utilization is above its threshold; a request
     leaves the pool (capped, spilled or preempted) at most once.
     """
-    slots = kv.slots(rows)
-    refcount, counters, tables, num_pages_of, lengths, tokens_per_page, states = kv.arrays()
-    n = len(rows)
-    actions = np.empty((2 * n, 3), np.int64)
-    transfer_s = np.empty(2 * n, np.float64)
-    count = LK.plan_relief(
-        refcount, counters, tables, num_pages_of, lengths, tokens_per_page, states,
-        kv.page_size, kv.cpu_capacity(), slots, requests.priority[rows].astype(np.int64),
-        requests.num_computed[rows].astype(np.int64),
-        next_token_deadlines_s(requests, rows) - now_s,
-        requests.arrival_s[rows].astype(np.float64), requests.request_id[rows].astype(np.int64),
-        float(config.cap_above), float(config.quantize_above), float(config.spill_above),
-        float(config.preempt_above), int(config.low_priority),
-        int(config.long_context_tokens), int(config.quantize_factor), 0, 1, 1.0, actions,
-        transfer_s)
+    decided = plan_relief(config, kv.arrays(), kv.page_size, kv.cpu_capacity(), kv.slots(rows),
+                          requests.priority[rows], requests.num_computed[rows],
+                          next_token_deadlines_s(requests, rows) - now_s,
+                          requests.arrival_s[rows], requests.request_id[rows])
     moves = []
-    for code, c, freed in actions[:count].tolist():
-        step, i = _STEPS[code], int(rows[c])
+    for step, c, freed, _ in decided:
+        i = int(rows[c])
         if step is LadderStep.QUANTIZE:
             done = kv.quantize(i, config.quantize_factor)
         elif step is LadderStep.SPILL:

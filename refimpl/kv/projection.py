@@ -1,4 +1,4 @@
-"""The KV cache as a plan being drafted will leave it: what the `slo` policy plans against.
+"""The KV cache as a plan being drafted will leave it: what a policy plans a step against.
 
 `schedule` changes nothing, so each step of the plan (a ladder action, a preemption, a
 restore) is applied here instead, to a projection over the live KV state: the free pages,
