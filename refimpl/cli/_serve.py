@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from refimpl.engine import SimulationResult, simulate
+from refimpl.engine import SimulationResult, loop_ready, simulate, warm_up
 from refimpl.metrics.plots import plot_latency_cdfs, plot_timeline
 from refimpl.metrics.report import build_report, write_report
 from refimpl.metrics.table import format_comparison, format_run
@@ -19,6 +19,10 @@ def simulate_policies(args: argparse.Namespace, policies: list[str]) -> dict[str
     workload = make_workload(args.workload, num_requests=args.num_requests, rate=args.rate,
                              seed=args.seed)
     show = sys.stderr.isatty()
+    if not loop_ready():  # the first run in this process compiles, or loads, the loop
+        print("preparing the serving loop (compiled once per machine, about 30 s; then "
+              "loaded from Numba's cache) ...", end=" ", file=sys.stderr, flush=True)
+        print(f"{warm_up():.1f} s", file=sys.stderr)
     return {
         name: simulate(workload, name, model=args.model, hardware=args.hardware,
                        seed=args.seed, progress=ProgressBar(f"{name:<14}") if show else None,

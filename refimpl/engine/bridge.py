@@ -10,7 +10,7 @@ global "current run", so runs may nest (a policy that simulates ahead) without s
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +19,7 @@ import numpy as np
 from refimpl.admission.gate import Action
 from refimpl.errors import SchedulingError
 from refimpl.sched.plan import PlanArrays, StepPlan, read_plan, write_plan
+from refimpl.sched.table import FINISHED, STATUS
 
 if TYPE_CHECKING:
     from refimpl.admission.gate import Decision, Gate
@@ -35,10 +36,12 @@ class RunBridge:
 
     def __init__(self, policy: Policy, gate: Gate | None, executor: Any, plan: PlanArrays,
                  finished: np.ndarray, gate_out: np.ndarray, reasons: ReasonCodes,
-                 kernel_names: list[str]) -> None:
+                 kernel_names: list[str], ints: np.ndarray,
+                 progress: Callable[[int, int], None] | None = None) -> None:
         self.policy, self.gate, self.executor = policy, gate, executor
         self.plan, self.finished, self.gate_out = plan, finished, gate_out
         self.reasons, self.kernel_names = reasons, kernel_names
+        self.status, self.progress = ints[STATUS], progress  # the request table's status row
         self._kernel_codes = {name: code for code, name in enumerate(kernel_names)}
 
     def write_plan(self, plan: StepPlan) -> None:
@@ -116,6 +119,12 @@ def gate_observe(handle: int, num_finished: int, duration_s: float, now_s: float
     run.gate.observe(run.read_plan(), run.finished[:num_finished].copy(), float(duration_s),
                      float(now_s))
     return run.gate.num_queued()
+
+
+def progress(handle: int) -> None:
+    run = _RUNS[handle]
+    if run.progress is not None:
+        run.progress(int(np.count_nonzero(run.status >= FINISHED)), len(run.status))
 
 
 def step_seconds(handle: int, prefill_tokens: int, prefill_pairs: int, decode_seqs: int,

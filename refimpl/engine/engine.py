@@ -38,10 +38,33 @@ from refimpl.sched.queues import NUM_RUNNING, WAIT_HEAD, WAIT_LEN, new_queues
 from refimpl.sched.request import Request, RequestStatus
 from refimpl.sched.table import COMPUTED, ReasonCodes, RequestTable, new_requests, write_back
 
-__all__ = ["Engine", "EngineRun"]
+__all__ = ["Engine", "EngineRun", "loop_ready", "warm_up"]
 
 Progress = Callable[[int, int], None]  # (requests ended, requests in all)
 INITIAL_STEPS = 4096  # rows of the step records before the first doubling
+
+
+def loop_ready() -> bool:
+    """Whether this process has the serving loop compiled (or loaded) already."""
+    return bool(serve.signatures)
+
+
+def warm_up() -> float:
+    """Compile the serving loop in this process (or load it from Numba's cache); returns the
+    seconds that took, 0 if it was ready. Every run uses the same compiled loop, so one tiny
+    run prepares it for all policies."""
+    if loop_ready():
+        return 0.0
+    from refimpl.config.hardware import HardwareSpec
+    from refimpl.costmodel.step import RooflineStepModel
+    from refimpl.sched.policies.vllm import VLLMPolicy
+
+    started = time.perf_counter()
+    model = ModelConfig.preset("llama-3-8b")
+    step_model = RooflineStepModel(model, HardwareSpec.preset("h100-sxm"))
+    Engine(VLLMPolicy(), SimulatedExecutor(step_model), PagePool(8, 16), model).run(
+        [Request(0, 0.0, 4, 2)])
+    return time.perf_counter() - started
 
 
 class EngineRun:
@@ -80,11 +103,11 @@ class Engine:
         gate_out = np.zeros((4, max(n, 1)), np.int64)
         reasons, kernel_names, kernel_counts = ReasonCodes(), [], np.zeros(1024, np.int64)
         run = bridge.RunBridge(self.policy, gate, self.executor, plan, finished, gate_out,
-                               reasons, kernel_names)
+                               reasons, kernel_names, arrays.ints, progress)
         with bridge.registered(run) as handle:
             config = np.array([self.policy.code, gate is not None, self.executor.code, handle,
                                self.model.max_context, time.CLOCK_MONOTONIC,
-                               _observes(self.policy)], np.int64)
+                               _observes(self.policy), progress is not None], np.int64)
             num_steps, step_f, step_i, error, row = serve(
                 config, policy_params(self.policy), self._tier_rates(),
                 self.executor.coefficients, arrays.ints, arrays.floats, arrays.kv,

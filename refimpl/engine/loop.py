@@ -50,9 +50,12 @@ __all__ = ["CONFIG_FIELDS", "STEP_FLOAT_FIELDS", "STEP_INT_FIELDS", "serve"]
 
 # Entries of `config`: the policy's code, whether there is a gate, the executor's code, the
 # run's bridge handle, the model's context length, the clock id, whether a Python policy wants
-# to hear of every committed step.
-CONFIG_FIELDS = ("policy", "gate", "executor", "handle", "max_context", "clock_id", "observes")
-POLICY, GATE, EXECUTOR, HANDLE, MAX_CONTEXT, CLOCK_ID, OBSERVES = range(len(CONFIG_FIELDS))
+# to hear of every committed step, whether to report progress.
+CONFIG_FIELDS = ("policy", "gate", "executor", "handle", "max_context", "clock_id", "observes",
+                 "progress")
+(POLICY, GATE, EXECUTOR, HANDLE, MAX_CONTEXT, CLOCK_ID, OBSERVES,
+ PROGRESS) = range(len(CONFIG_FIELDS))
+PROGRESS_EVERY = 8192  # steps between progress reports (a crossing to Python each)
 ACCEPT, QUEUE, DEGRADE, REJECT = range(4)  # bridge.ACTION_CODES
 # Columns of the two step-record arrays, in `StepRecords` field names.
 STEP_FLOAT_FIELDS = ("start_s", "duration_s", "decision_s")
@@ -121,7 +124,16 @@ def serve(config, params, rates, coefficients, ints, floats, kv, q, plan, finish
                 decision_s, d.num_waiting(policy_waiting, q) + gate_queued)
         now += duration_s
         num_steps += 1
+        if config[PROGRESS] and num_steps % PROGRESS_EVERY == 0:
+            _progress(handle)
     return num_steps, step_f, step_i, 0, -1
+
+
+@kernel(calls_python=True)
+def _progress(handle):
+    """Report how many requests have ended so far."""
+    with objmode():
+        bridge.progress(handle)
 
 
 @kernel(calls_python=True)
