@@ -80,7 +80,11 @@ _PAIRS = (("prefill", PREFILL, PREFILL_TOKENS, NUM_PREFILL),
 
 def write_plan(plan: StepPlan, arrays: PlanArrays, reason_code: Callable[[str], int],
                kernel_code: Callable[[str], int]) -> None:
-    """Put `plan` into empty plan arrays; reasons and kernel names become codes."""
+    """Put `plan` into empty plan arrays (sizes all 0); reasons and kernel names become codes.
+
+    Written for the Python path's per-step cost (a few microseconds): only the kinds the plan
+    has are touched, and short runs of pairs are set one by one (cheaper than an array).
+    """
     entries, sizes = arrays.entries, arrays.sizes
     for name, row, count in _ROWS:
         rows = getattr(plan, name)
@@ -89,16 +93,23 @@ def write_plan(plan: StepPlan, arrays: PlanArrays, reason_code: Callable[[str], 
             entries[row, :len(rows)] = rows
     for name, row, value_row, count in _PAIRS:
         pairs = getattr(plan, name)
-        sizes[count] = len(pairs)
-        for k, (i, value) in enumerate(pairs):
-            entries[row, k], entries[value_row, k] = i, value
-    sizes[NUM_FINISH] = len(plan.finish)
-    for k, (i, reason) in enumerate(plan.finish):
-        entries[FINISH, k], entries[FINISH_REASON, k] = i, reason_code(reason)
-    kernels = plan.kernels[:len(arrays.kernels)]
-    sizes[NUM_KERNELS] = len(kernels)
-    for k, name in enumerate(kernels):
-        arrays.kernels[k] = kernel_code(name)
+        if len(pairs) > 16:
+            entries[(row, value_row), :len(pairs)] = np.asarray(pairs, np.int64).T
+        else:
+            for k, (i, value) in enumerate(pairs):
+                entries[row, k] = i
+                entries[value_row, k] = value
+        if len(pairs):
+            sizes[count] = len(pairs)
+    if plan.finish:
+        sizes[NUM_FINISH] = len(plan.finish)
+        for k, (i, reason) in enumerate(plan.finish):
+            entries[FINISH, k], entries[FINISH_REASON, k] = i, reason_code(reason)
+    if plan.kernels:
+        kernels = plan.kernels[:len(arrays.kernels)]
+        sizes[NUM_KERNELS] = len(kernels)
+        for k, name in enumerate(kernels):
+            arrays.kernels[k] = kernel_code(name)
 
 
 def read_plan(arrays: PlanArrays, reason_names: Sequence[str],
