@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from refimpl.config.slo import SLO
+from refimpl.errors import ConfigError
 from refimpl.sched.request import Request, RequestStatus
 
 __all__ = ["REASONS", "ReasonCodes", "RequestTable", "new_requests", "write_back"]
@@ -59,21 +60,46 @@ class ReasonCodes:
 
 
 def new_requests(requests: Sequence[Request]) -> tuple[np.ndarray, np.ndarray]:
-    """The `ints` and `floats` tables of `requests` (in the order given), from their fields."""
+    """The `ints` and `floats` tables of `requests` (in the order given), from what they ask
+    for; every request starts fresh (waiting, nothing computed), whatever an earlier run left
+    in the objects. A field no run could serve raises `ConfigError` naming the request."""
     n = len(requests)
     ints = np.zeros((len(INT_FIELDS), n), dtype=np.int64)
-    ints[STATUS] = [int(r.status) for r in requests]
-    ints[PROMPT] = [r.prompt_tokens for r in requests]
-    ints[MAX_NEW] = [r.max_new_tokens for r in requests]
-    ints[PRIORITY] = [r.priority for r in requests]
-    ints[REQUEST_ID] = [r.request_id for r in requests]
-    ints[OUTPUT_CAP] = [-1 if r.output_cap is None else r.output_cap for r in requests]
     floats = np.full((len(FLOAT_FIELDS), n), np.nan)
+    for row, name in ((PROMPT, "prompt_tokens"), (MAX_NEW, "max_new_tokens"),
+                      (PRIORITY, "priority"), (REQUEST_ID, "request_id")):
+        values = [getattr(r, name) for r in requests]
+        for k, value in enumerate(values):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                _refuse(requests[k], name, value, "must be an integer")
+        ints[row] = values
+    ints[STATUS] = WAITING
+    ints[OUTPUT_CAP] = -1  # set by a gate's degrade during the run
     floats[ARRIVAL] = [r.arrival_s for r in requests]
     floats[TTFT_SLO] = [r.slo.ttft_s for r in requests]
     floats[TPOT_SLO] = [r.slo.tpot_s for r in requests]
     floats[WEIGHT] = [r.weight for r in requests]
+    for row, field, minimum in ((ints[PROMPT], "prompt_tokens", 1),
+                                (ints[MAX_NEW], "max_new_tokens", 1),
+                                (ints[PRIORITY], "priority", 0)):
+        bad = np.flatnonzero(row < minimum)
+        if len(bad):
+            _refuse(requests[bad[0]], field, int(row[bad[0]]), f"must be at least {minimum}")
+    for row, field, problem in ((floats[ARRIVAL], "arrival_s", "must be a finite time >= 0"),
+                                (floats[WEIGHT], "weight", "must be a finite number > 0")):
+        ok = np.isfinite(row) & ((row >= 0) if field == "arrival_s" else (row > 0))
+        if not ok.all():
+            k = int(np.flatnonzero(~ok)[0])
+            _refuse(requests[k], field, float(row[k]), problem)
+    ids, first = np.unique(ints[REQUEST_ID], return_index=True)
+    if len(ids) < n:
+        k = int(np.setdiff1d(np.arange(n), first)[0])
+        _refuse(requests[k], "request_id", int(ints[REQUEST_ID, k]), "appears twice in the run")
     return ints, floats
+
+
+def _refuse(request: Request, field: str, value: object, problem: str) -> None:
+    raise ConfigError(field, value, problem, where=f"request {request.request_id!r}")
 
 
 def write_back(ints: np.ndarray, floats: np.ndarray, reasons: ReasonCodes,

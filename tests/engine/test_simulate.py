@@ -9,6 +9,7 @@ import pytest
 
 from refimpl.engine import simulate
 from refimpl.errors import ConfigError
+from refimpl.sched import Request
 from refimpl.workloads import synthetic
 
 
@@ -76,3 +77,30 @@ def test_hand_made_requests_can_be_simulated_directly():
     assert result.settings["num_requests"] == 2 and result.settings["workload"] == "requests"
     assert list(result.requests.num_generated) == [5, 3]
     assert requests[0].first_token_s > 0  # the run filled in the requests it was given
+
+
+@pytest.mark.parametrize(("field", "value", "match"), [
+    ("arrival_s", float("nan"), "arrival_s=nan"), ("arrival_s", -1.0, "arrival_s=-1.0"),
+    ("prompt_tokens", 0, "prompt_tokens=0"), ("prompt_tokens", -3, "prompt_tokens=-3"),
+    ("max_new_tokens", 0, "max_new_tokens=0"),
+    ("prompt_tokens", 2.5, "prompt_tokens=2.5: must be an integer"),
+    ("weight", float("inf"), "weight=inf"), ("priority", -1, "priority=-1"),
+])
+def test_a_request_no_run_could_serve_is_refused_naming_it(field, value, match):
+    from dataclasses import replace
+
+    requests = [Request(i, 0.01 * i, 100, 10) for i in range(4)]
+    requests[2] = replace(requests[2], **{field: value})
+    with pytest.raises(ConfigError, match=f"request 2: {match}"):
+        simulate(requests, "vllm")
+
+
+def test_duplicate_ids_are_refused_and_requests_can_be_served_again():
+    with pytest.raises(ConfigError, match="request_id=1: appears twice"):
+        simulate([Request(0, 0.0, 10, 5), Request(1, 0.0, 10, 5), Request(1, 0.1, 10, 5)],
+                 "vllm")
+    requests = [Request(i, 0.01 * i, 100, 20) for i in range(5)]
+    first = simulate(requests, "sarathi").requests
+    again = simulate(requests, "sarathi").requests  # the same objects: a fresh run
+    assert np.array_equal(first.finish_s, again.finish_s)
+    assert list(again.num_generated) == [20] * 5
