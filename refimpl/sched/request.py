@@ -48,7 +48,7 @@ class Request:
     finish_s: float = math.nan
     finish_reason: str = ""
     num_preemptions: int = 0
-    output_cap: int | None = None  # admission's degrade: it ends `length_capped` at this many
+    output_cap: int | None = None  # output of a run: a gate degraded it to end `length_capped` here
 
     @property
     def num_tokens(self) -> int:
