@@ -69,7 +69,6 @@ def test_compiled_slo_matches_python(make_engine, case):
     assert_same_records(expected.steps, actual.steps)  # kv_actions, kernel_usage included
     assert actual.steps.kv_actions == oracle.kv_actions() == policy.kv_actions()
     assert actual.steps.kernel_usage == expected.steps.kernel_usage
-    print(seed, policy.kv_actions(), int(actual.requests.num_preemptions.sum()))
 
 
 def test_other_step_models_run_the_python_decision(make_engine, step_model):
@@ -89,3 +88,36 @@ def test_other_step_models_run_the_python_decision(make_engine, step_model):
     run = engine.run(_requests(9, 40, 0.05, 1000, 50))
     assert policy.code == PYTHON and policy.compiled is None
     assert len(run.requests.status) == 40
+
+
+TIER_CASES = [  # (seed, pages, CPU-tier pages, ladder): the ladder's preempt step acts
+    (10, 1200, 0, None),
+    (11, 800, 50, None),
+    (12, 1200, 0, (0.9, 0.91, 0.92, 0.93)),
+]
+
+
+@pytest.mark.parametrize("case", TIER_CASES, ids=[str(c[0]) for c in TIER_CASES])
+def test_compiled_slo_matches_python_small_tier(step_model, case):
+    from refimpl.engine import Engine, SimulatedExecutor
+    from refimpl.engine.simulate import cost_table_for
+    from refimpl.kv import PagePool
+    from refimpl.kv.ladder import LadderConfig
+
+    seed, pages, tier, thresholds = case
+    model, hardware = step_model.model, step_model.hardware
+    params = {} if thresholds is None else {"ladder": LadderConfig(
+        cap_above=thresholds[0], quantize_above=thresholds[1], spill_above=thresholds[2],
+        preempt_above=thresholds[3], long_context_tokens=100_000)}
+    requests = _requests(seed, 300, 0.003, 1500, 600)
+    runs = []
+    for policy_class in (PythonSLOPolicy, SLOPolicy):
+        pool = PagePool(pages, 16, max_context=model.max_context, cpu_tier_pages=tier)
+        engine = Engine(policy_class(**params), SimulatedExecutor(step_model), pool, model,
+                        hardware=hardware, cost_table=cost_table_for(model, hardware))
+        runs.append((engine.run([_copy(r) for r in requests]), engine.policy))
+    (expected, oracle), (actual, policy) = runs
+    assert policy.code == SLO
+    assert_same_records(expected.requests, actual.requests)
+    assert_same_records(expected.steps, actual.steps)
+    assert "preempt" in policy.kv_actions() and oracle.kv_actions() == policy.kv_actions()

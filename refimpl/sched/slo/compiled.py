@@ -171,7 +171,7 @@ def _sift(heap, pos, key_deadline, key_left, ints, floats, size, k):
     heap[k], pos[i] = i, k
 
 
-@kernel
+@inline_kernel
 def _push(s, ints, floats, i, num_computed):
     """Queue row `i` under its key with `num_computed` tokens cached."""
     s.key_deadline[i] = _deadline(ints, floats, i)
@@ -183,7 +183,7 @@ def _push(s, ints, floats, i, num_computed):
     _sift(s.heap, s.pos, s.key_deadline, s.key_left, ints, floats, size + 1, size)
 
 
-@kernel
+@inline_kernel
 def _remove(s, ints, floats, i):
     """Take row `i` out of the queue."""
     heap, pos = s.heap, s.pos
@@ -199,7 +199,7 @@ def _remove(s, ints, floats, i):
 
 
 # ---- the decode set ------------------------------------------------------------------------
-@kernel
+@inline_kernel
 def _decode_add(s, i, deadline_s, context, weight):
     """Row `i` decodes from now on, in the slot `DecodeSet.add` gives it."""
     st = s.st
@@ -218,7 +218,7 @@ def _decode_add(s, i, deadline_s, context, weight):
     st[DEC_COUNT] += 1
 
 
-@kernel
+@inline_kernel
 def _decode_remove(s, i):
     """Row `i` stops decoding; its slot is the next one given out."""
     st = s.st
@@ -237,7 +237,7 @@ def _flags(s, i):
     return s.pj_flags[i] if s.pj_epoch[i] == s.st[EPOCH] else 0
 
 
-@kernel
+@inline_kernel
 def _touch(s, i):
     """Row `i` gets an overlay this tick (empty at first)."""
     st = s.st
@@ -248,12 +248,12 @@ def _touch(s, i):
         st[PJ_TOUCHED] += 1
 
 
-@kernel
+@inline_kernel
 def _holds_slot(s, kv, i):
     return (_flags(s, i) & F_FREED) == 0 and kv.slot_of[i] >= 0
 
 
-@kernel
+@inline_kernel
 def _pages_held(s, kv, i):
     if not _holds_slot(s, kv, i):
         return 0
@@ -262,12 +262,12 @@ def _pages_held(s, kv, i):
     return kv.num_pages_of[kv.slot_of[i]]
 
 
-@kernel
+@inline_kernel
 def _num_computed(s, ints, i):
     return 0 if _flags(s, i) & F_PREEMPTED else ints[COMPUTED, i]
 
 
-@kernel
+@inline_kernel
 def _is_resident(s, kv, i):
     if not _holds_slot(s, kv, i):
         return False
@@ -275,14 +275,14 @@ def _is_resident(s, kv, i):
     return state == RESIDENT
 
 
-@kernel
+@inline_kernel
 def _tokens_per_page(s, kv, i):
     if _flags(s, i) & F_TPP:
         return s.pj_tpp[i]
     return kv.tokens_per_page[kv.slot_of[i]]
 
 
-@kernel
+@inline_kernel
 def _release(s, kv, i):
     """Row `i` gives up all its KV; returns the pages freed."""
     resident = _is_resident(s, kv, i)
@@ -295,14 +295,14 @@ def _release(s, kv, i):
     return freed
 
 
-@kernel
+@inline_kernel
 def _preempt_kv(s, kv, i):
     freed = _release(s, kv, i)
     s.pj_flags[i] |= F_PREEMPTED
     return freed
 
 
-@kernel
+@inline_kernel
 def _quantize_kv(s, kv, i, factor):
     tpp = _tokens_per_page(s, kv, i) * factor
     kept = -(-kv.lengths[kv.slot_of[i]] // tpp)
@@ -314,7 +314,7 @@ def _quantize_kv(s, kv, i, factor):
     return freed
 
 
-@kernel
+@inline_kernel
 def _spill_kv(s, kv, i):
     moved = _pages_held(s, kv, i)
     s.st[PJ_FREE] += moved
@@ -325,7 +325,7 @@ def _spill_kv(s, kv, i):
     return moved
 
 
-@kernel
+@inline_kernel
 def _restore_kv(s, kv, i):
     taken = -(-kv.lengths[kv.slot_of[i]] // _tokens_per_page(s, kv, i))
     s.st[PJ_CPU] -= _pages_held(s, kv, i)
@@ -361,14 +361,14 @@ def _pool_arrays(s, kv):
 
 
 # ---- the tick's moves ------------------------------------------------------------------------
-@kernel
+@inline_kernel
 def _requeue(s, ints, floats, entries, sizes, i):
     """Row `i` is preempted: it recomputes from scratch, queued under its new key."""
     p.add_preempt(entries, sizes, i)
     _push(s, ints, floats, i, 0)
 
 
-@kernel
+@inline_kernel
 def _preempt_decoding(s, ints, floats, kv, entries, sizes, i, freed):
     _decode_remove(s, i)
     if not freed:
@@ -522,7 +522,7 @@ def _choose_decodes(s, ints, floats, kv, entries, sizes, tick_s, window_s, est_s
         _preempt_decoding(s, ints, floats, kv, entries, sizes, victim, False)
 
 
-@kernel
+@inline_kernel
 def _frontier_push(frontier, size, at, heap, key_deadline, key_left, ints, floats):
     """Push heap position `at` on the walk's frontier (a heap of positions); returns the size."""
     k = size
@@ -537,7 +537,7 @@ def _frontier_push(frontier, size, at, heap, key_deadline, key_left, ints, float
     return size + 1
 
 
-@kernel
+@inline_kernel
 def _frontier_pop(frontier, size, heap, key_deadline, key_left, ints, floats):
     """Pop the frontier's first position; returns it (the size drops by one)."""
     top = frontier[0]
