@@ -106,7 +106,7 @@ def serve(config, params, rates, coefficients, ints, floats, kv, q, slo, plan, f
             break
         num_finished, num_started, moved, error, row = prepare(
             ints, floats, kv, entries, sizes, now, finished, started, ones,
-            code == PYTHON or code == SLO)
+            code == PYTHON or code == SLO)  # noqa: SIM109 (Numba: no `in` on a tuple here)
         if error != 0:
             return num_steps, step_f, step_i, error, row
         duration_s = d.step_seconds(config[EXECUTOR], coefficients, handle, ints, entries,

@@ -15,7 +15,7 @@ from refimpl.sched.policy import PYTHON, SLO
 from refimpl.sched.slo import PythonSLOPolicy, SLOPolicy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
-from _runs import assert_same_records  # noqa: E402
+from _runs import assert_same_records
 
 CLASSES = ("interactive", "default", "batch")
 

@@ -12,11 +12,11 @@ from refimpl.engine.simulate import cost_table_for, requests_from_workload
 from refimpl.errors import ConfigError
 from refimpl.kv import PagePool
 from refimpl.kv.manager import KVView, new_kv_state
+from refimpl.kv.projection import Projection
 from refimpl.sched import Request, make_policy
 from refimpl.sched.policy import SLO as SLO_CODE
 from refimpl.sched.policy import PolicyContext
 from refimpl.sched.slo import SLOPolicy
-from refimpl.kv.projection import Projection
 from refimpl.sched.table import FINISHED, FLOAT_FIELDS, INT_FIELDS
 from refimpl.workloads import synthetic
 
