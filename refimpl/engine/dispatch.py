@@ -17,7 +17,7 @@ import numpy as np
 from numba import objmode
 
 from refimpl._numba import inline_kernel, kernel
-from refimpl.costmodel.step import roofline_step_s
+from refimpl.costmodel.step import RooflineCoefficients, roofline_step_s
 from refimpl.engine import bridge
 from refimpl.kv.manager import KVState
 from refimpl.sched.plan import (
@@ -33,12 +33,13 @@ from refimpl.sched.plan import (
 from refimpl.sched.policies.prefill_first import plan_prefill_first
 from refimpl.sched.policies.sarathi import plan_sarathi
 from refimpl.sched.policies.vllm import plan_vllm
-from refimpl.sched.policy import PREFILL_FIRST, PYTHON, SARATHI, VLLM, Policy
+from refimpl.sched.policy import PREFILL_FIRST, PYTHON, SARATHI, SLO, VLLM, Policy
 from refimpl.sched.queues import WAIT_LEN, Queues
+from refimpl.sched.slo.compiled import no_slo_state, plan_slo, slo_add, slo_update
 from refimpl.sched.table import COMPUTED, GENERATED, PROMPT, REASONS
 
 __all__ = ["ROOFLINE", "RunArrays", "add_request", "num_waiting", "plan_once", "plan_step",
-           "step_seconds", "update"]
+           "slo_state", "step_seconds", "update"]
 
 ROOFLINE = 0  # executor code: the roofline step model, compiled (else PYTHON: the bridge)
 TOKEN_BUDGET, MAX_NUM_SEQS = range(2)  # a baseline's entries of `params`
@@ -60,9 +61,20 @@ def plan_once(policy: Policy, now_s: float) -> StepPlan:
     but the queues' decision scratch (the loop itself never calls this)."""
     arrays = policy.ctx.arrays
     plan = new_plan_arrays(arrays.ints.shape[1])
-    plan_step(policy.code, policy_params(policy), 0, arrays.ints, arrays.kv, arrays.queues,
-              plan.entries, plan.sizes, now_s)
+    coefficients = getattr(policy.ctx.step_model, "coefficients", None)
+    if not isinstance(coefficients, RooflineCoefficients):
+        coefficients = RooflineCoefficients(*(0.0,) * len(RooflineCoefficients._fields))
+    plan_step(policy.code, policy_params(policy), 0, arrays.ints, arrays.floats, arrays.kv,
+              arrays.queues, slo_state(policy), coefficients, plan.entries, plan.sizes,
+              plan.kernels, now_s)
     return read_plan(plan, REASONS, [])
+
+
+def slo_state(policy: Policy):
+    """The compiled `slo` policy's state (refimpl.sched.slo.compiled), a tiny dummy for others
+    (the loop takes one either way)."""
+    compiled = getattr(policy, "compiled", None)
+    return compiled.state if compiled is not None and policy.code == SLO else no_slo_state()
 
 
 def policy_params(policy: Policy) -> np.ndarray:
@@ -72,7 +84,8 @@ def policy_params(policy: Policy) -> np.ndarray:
 
 
 @kernel(calls_python=True)
-def plan_step(code, params, handle, ints, kv, q, entries, sizes, now):
+def plan_step(code, params, handle, ints, floats, kv, q, slo, coefficients, entries, sizes,
+              kernels, now):
     """Fill the plan of the next step (the plan arrays are empty on entry).
 
     A call, not inlined into the loop: in one function that large, Numba's reference-count
@@ -86,21 +99,27 @@ def plan_step(code, params, handle, ints, kv, q, entries, sizes, now):
     elif code == PREFILL_FIRST:
         plan_prefill_first(params[TOKEN_BUDGET], params[MAX_NUM_SEQS], ints, kv, q, entries,
                            sizes)
+    elif code == SLO:
+        plan_slo(slo, coefficients, ints, floats, kv, entries, sizes, kernels, now)
     else:
         _python_schedule(handle, now)
 
 
 @inline_kernel
-def add_request(code, handle, i, now):
+def add_request(code, handle, slo, ints, floats, i, now):
     """Tell the policy that request `i` was admitted (the loop queued it already)."""
     if code == PYTHON:
         _python_add(handle, i, now)
+    elif code == SLO:
+        slo_add(slo, ints, floats, i)
 
 
 @inline_kernel
-def update(code, handle, num_finished, now):
+def update(code, handle, slo, ints, floats, entries, sizes, num_finished, now):
     """Tell the policy the plan was committed; returns the requests it has waiting, or -1
     when the loop's own waiting queue says."""
+    if code == SLO:
+        return slo_update(slo, ints, floats, entries, sizes)
     if code != PYTHON:
         return -1
     return _python_update(handle, num_finished, now)

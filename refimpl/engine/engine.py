@@ -20,7 +20,7 @@ import numpy as np
 from refimpl.admission.gate import Gate
 from refimpl.config.model import ModelConfig
 from refimpl.engine import bridge
-from refimpl.engine.dispatch import RunArrays, policy_params
+from refimpl.engine.dispatch import RunArrays, policy_params, slo_state
 from refimpl.engine.executor import SimulatedExecutor
 from refimpl.engine.loop import (
     PLAN_ERRORS,
@@ -101,7 +101,9 @@ class Engine:
         n, plan = len(pending), new_plan_arrays(len(pending))
         finished, started = np.zeros(max(n, 1), np.int64), np.zeros(max(n, 1), np.int64)
         gate_out = np.zeros((4, max(n, 1)), np.int64)
-        reasons, kernel_names, kernel_counts = ReasonCodes(), [], np.zeros(1024, np.int64)
+        compiled = getattr(self.policy, "compiled", None)  # the compiled slo's kernel names
+        kernel_names = list(compiled.kernel_names) if compiled is not None else []
+        reasons, kernel_counts = ReasonCodes(), np.zeros(1024, np.int64)
         run = bridge.RunBridge(self.policy, gate, self.executor, plan, finished, gate_out,
                                reasons, kernel_names, arrays.ints, progress)
         with bridge.registered(run) as handle:
@@ -111,7 +113,8 @@ class Engine:
             num_steps, step_f, step_i, error, row = serve(
                 config, policy_params(self.policy), self._tier_rates(),
                 self.executor.coefficients, arrays.ints, arrays.floats, arrays.kv,
-                arrays.queues, plan, finished, started, gate_out, kernel_counts,
+                arrays.queues, slo_state(self.policy), plan, finished, started, gate_out,
+                kernel_counts,
                 np.zeros((INITIAL_STEPS, len(STEP_FLOAT_FIELDS))),
                 np.zeros((INITIAL_STEPS, len(STEP_INT_FIELDS)), np.int64))
         if error:

@@ -29,7 +29,7 @@ from refimpl.engine.clock import monotonic_ns
 from refimpl.engine.commit import commit_tokens, end_request, prepare
 from refimpl.kv import manager as kvm
 from refimpl.sched import plan as p
-from refimpl.sched.policy import PYTHON
+from refimpl.sched.policy import PYTHON, SLO
 from refimpl.sched.queues import push_waiting, update
 from refimpl.sched.table import (
     ARRIVAL,
@@ -72,8 +72,8 @@ PAGE_BYTES, HOST_BANDWIDTH = range(2)
 
 
 @kernel(calls_python=True)
-def serve(config, params, rates, coefficients, ints, floats, kv, q, plan, finished, started,
-          gate_out, kernel_counts, step_f, step_i):
+def serve(config, params, rates, coefficients, ints, floats, kv, q, slo, plan, finished,
+          started, gate_out, kernel_counts, step_f, step_i):
     """Serve every request to the end (or to a broken plan); returns (steps, float records,
     int records, error code, offending request)."""
     entries, sizes = plan.entries, plan.sizes
@@ -85,12 +85,14 @@ def serve(config, params, rates, coefficients, ints, floats, kv, q, plan, finish
     while True:
         started_ns = monotonic_ns(config[CLOCK_ID])
         while next_arrival < num_requests and floats[ARRIVAL, next_arrival] <= now:
-            gate_queued += _arrive(config, ints, floats, kv, q, gate_out, next_arrival, now)
+            gate_queued += _arrive(config, ints, floats, kv, q, slo, gate_out, next_arrival,
+                                   now)
             next_arrival += 1
         if gate_queued > 0:
-            gate_queued -= _poll_gate(config, ints, floats, kv, q, gate_out, now)
+            gate_queued -= _poll_gate(config, ints, floats, kv, q, slo, gate_out, now)
         p.clear(sizes)
-        d.plan_step(code, params, handle, ints, kv, q, entries, sizes, now)
+        d.plan_step(code, params, handle, ints, floats, kv, q, slo, coefficients, entries, sizes,
+                    plan.kernels, now)
         decision_s = (monotonic_ns(config[CLOCK_ID]) - started_ns) / 1e9
         if code == PYTHON:
             error, row = _check_plan(ints, entries, sizes, scratch, num_steps + 1)
@@ -103,7 +105,8 @@ def serve(config, params, rates, coefficients, ints, floats, kv, q, plan, finish
             _reject_stranded(ints, floats, kv, now)
             break
         num_finished, num_started, moved, error, row = prepare(
-            ints, floats, kv, entries, sizes, now, finished, started, ones, code == PYTHON)
+            ints, floats, kv, entries, sizes, now, finished, started, ones,
+            code == PYTHON or code == SLO)  # noqa: SIM109 (Numba: no `in` on a tuple here)
         if error != 0:
             return num_steps, step_f, step_i, error, row
         duration_s = d.step_seconds(config[EXECUTOR], coefficients, handle, ints, entries,
@@ -113,7 +116,8 @@ def serve(config, params, rates, coefficients, ints, floats, kv, q, plan, finish
         if sizes[p.NUM_PREEMPT] + num_started + num_finished > 0:  # (most steps: none)
             update(ints, q, entries, sizes, started, num_started)
         if config[OBSERVES]:
-            policy_waiting = d.update(code, handle, num_finished, now + duration_s)
+            policy_waiting = d.update(code, handle, slo, ints, floats, entries, sizes,
+                                      num_finished, now + duration_s)
         if config[GATE]:
             gate_queued = _observe_gate(handle, num_finished, duration_s, now + duration_s)
         for k in range(sizes[p.NUM_KERNELS]):
@@ -145,7 +149,7 @@ def _observe_gate(handle, num_finished, duration_s, now):
 
 
 @kernel(calls_python=True)
-def _arrive(config, ints, floats, kv, q, gate_out, i, now):
+def _arrive(config, ints, floats, kv, q, slo, gate_out, i, now):
     """Request `i` arrives: rejected if it can never fit, else the gate decides; returns 1
     if the gate queued it."""
     total = ints[PROMPT, i] + ints[MAX_NEW, i]
@@ -156,27 +160,27 @@ def _arrive(config, ints, floats, kv, q, gate_out, i, now):
         end_request(ints, floats, kv, i, REJECTED, EXCEEDS_KV_CAPACITY, floats[ARRIVAL, i])
         return 0
     if not config[GATE]:
-        _accept(config, q, i, now)
+        _accept(config, ints, floats, q, slo, i, now)
         return 0
     handle = config[HANDLE]
     with objmode():
         bridge.gate_arrive(handle, i, now)
-    return _apply(config, ints, floats, kv, q, gate_out, 0, now)
+    return _apply(config, ints, floats, kv, q, slo, gate_out, 0, now)
 
 
 @kernel(calls_python=True)
-def _poll_gate(config, ints, floats, kv, q, gate_out, now):
+def _poll_gate(config, ints, floats, kv, q, slo, gate_out, now):
     """Decide again on the gate's queued requests; returns how many left the gate."""
     handle = config[HANDLE]
     with objmode(leaving="int64"):
         leaving = bridge.gate_poll(handle, now)
     for k in range(leaving):
-        _apply(config, ints, floats, kv, q, gate_out, k, now)
+        _apply(config, ints, floats, kv, q, slo, gate_out, k, now)
     return leaving
 
 
 @kernel(calls_python=True)
-def _apply(config, ints, floats, kv, q, gate_out, k, now):
+def _apply(config, ints, floats, kv, q, slo, gate_out, k, now):
     """Carry out the gate's decision in column `k` of `gate_out`; returns 1 if queued."""
     i, action, reason, cap = gate_out[0, k], gate_out[1, k], gate_out[2, k], gate_out[3, k]
     if action == REJECT:
@@ -186,15 +190,15 @@ def _apply(config, ints, floats, kv, q, gate_out, k, now):
     else:
         if action == DEGRADE:
             ints[OUTPUT_CAP, i] = cap
-        _accept(config, q, i, now)
+        _accept(config, ints, floats, q, slo, i, now)
     return 0
 
 
 @inline_kernel
-def _accept(config, q, i, now):
+def _accept(config, ints, floats, q, slo, i, now):
     """Request `i` joins the waiting queue, and its policy is told."""
     push_waiting(q, i, False)
-    d.add_request(config[POLICY], config[HANDLE], i, now)
+    d.add_request(config[POLICY], config[HANDLE], slo, ints, floats, i, now)
 
 
 @kernel

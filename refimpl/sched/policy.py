@@ -35,10 +35,9 @@ if TYPE_CHECKING:
 __all__ = ["BASELINES", "POLICIES", "BuiltinPolicy", "Policy", "PolicyContext", "make_policy"]
 
 # Codes the loop dispatches on (refimpl.engine.dispatch): one per compiled policy, and one for
-# every plain-Python policy. `slo` runs on the Python path (its knapsack compiled) until its
-# whole decision is compiled.
-PYTHON, VLLM, SARATHI, PREFILL_FIRST = range(4)
-SLO = PYTHON
+# every plain-Python policy. `slo` runs compiled with the roofline step model, on the Python
+# path otherwise.
+PYTHON, VLLM, SARATHI, PREFILL_FIRST, SLO = range(5)
 
 
 @dataclass(frozen=True)

@@ -27,19 +27,27 @@ moves requests by what the step produced.
 from __future__ import annotations
 
 from collections import Counter
+from typing import NamedTuple
 
 import numpy as np
 
 from refimpl.config._validate import positive_int, positive_real
+from refimpl.costmodel.step import RooflineStepModel
 from refimpl.errors import ConfigError
 from refimpl.kv.ladder import LadderConfig, LadderStep
 from refimpl.sched.plan import StepPlan
-from refimpl.sched.policy import SLO, Policy, PolicyContext
+from refimpl.sched.policy import PYTHON, SLO, Policy, PolicyContext
+from refimpl.sched.slo import compiled as C
 from refimpl.sched.slo.budget import linearise, plan_tick
 from refimpl.sched.slo.decode import choose_decodes
 from refimpl.sched.slo.draft import TickDraft
 from refimpl.sched.slo.kernels import KernelPicks
-from refimpl.sched.slo.knapsack import VALUE_LATENESS, VALUE_PER_TIME, select_decode_batch
+from refimpl.sched.slo.knapsack import (
+    VALUE_LATENESS,
+    VALUE_PER_TIME,
+    bucket_of,
+    select_decode_batch,
+)
 from refimpl.sched.slo.prefill import choose_prefill, partial_prefill_victim
 from refimpl.sched.slo.pressure import climb, restores
 from refimpl.sched.slo.queues import (
@@ -49,21 +57,34 @@ from refimpl.sched.slo.queues import (
     next_token_deadlines_s,
     prefill_key,
 )
-from refimpl.sched.table import FINISHED
+from refimpl.sched.table import FINISHED, MAX_NEW, PROMPT
 
-__all__ = ["LADDER", "SLOPolicy"]
+__all__ = ["LADDER", "CompiledSLO", "PythonSLOPolicy", "SLOPolicy"]
 
 # The ladder's thresholds for the slo policy: new prompts stop at 85% (the seed's watermark),
 # low-priority long requests are capped from 90%, pages are quantized from 93%, spilled from
 # 96%, and requests preempted only past 99%.
 LADDER = LadderConfig()
+# The methods of the decision: a subclass that overrides one runs the Python policy.
+_DECISION = ("schedule", "add_request", "update_from_output", "_relieve_pressure", "_select")
+_STEP_NAMES = tuple(str(step) for step in LadderStep)  # by the ladder kernel's step codes
+
+
+class CompiledSLO(NamedTuple):
+    """A bound compiled `slo` policy: its state, and the kernel names its picks index."""
+
+    state: C.SLOState
+    kernel_names: tuple[str, ...]
 
 
 class SLOPolicy(Policy):
     """Two deadline queues, decode reservation, adaptive chunked prefill, bucketed knapsack."""
 
     name = "slo"
-    code = SLO
+    code = SLO  # the compiled decision; bound to another step model than the roofline (or
+    # as a subclass that changes the decision), the Python one (PYTHON)
+    python = False  # True: always the Python decision (`PythonSLOPolicy`, the oracle)
+    compiled: CompiledSLO | None = None
     _select = staticmethod(select_decode_batch)  # the knapsack (a benchmark swaps in Python)
 
     def __init__(self, *, max_batch: int = 256, min_tick_s: float = 1e-3,
@@ -114,6 +135,56 @@ class SLOPolicy(Policy):
         self._picks = KernelPicks(self.cost_table, self.first_bucket_tokens)
         self._costs = linearise(ctx.step_model)
         self._reset()
+        kind = type(self)
+        compiles = (not self.python and ctx.arrays is not None
+                    and type(ctx.step_model) is RooflineStepModel
+                    and all(getattr(kind, name) is getattr(SLOPolicy, name)
+                            for name in _DECISION))
+        self.compiled = self._compile(ctx) if compiles else None
+        self.code = SLO if compiles else PYTHON
+
+    def _compile(self, ctx: PolicyContext) -> CompiledSLO:
+        """The compiled decision's state for this run: parameters, the decode-cost fit and
+        the cost table's picks (looked up here, once)."""
+        ints = ctx.arrays.ints
+        ladder = self.ladder if self.ladder is not None else LadderConfig()
+        ip = np.zeros(C.NUM_IP, np.int64)
+        ip[[C.MAX_BATCH, C.MIN_CHUNK, C.MAX_CHUNK, C.FIRST_BUCKET, C.VALUE_MODE, C.HAS_LADDER,
+            C.LOW_PRIORITY, C.LONG_CONTEXT, C.QUANTIZE_FACTOR, C.HAS_PICKS]] = (
+            self.max_batch, self.min_chunk, self.max_chunk, self.first_bucket_tokens,
+            self.value_mode, self.ladder is not None, ladder.low_priority,
+            ladder.long_context_tokens, ladder.quantize_factor, self.cost_table is not None)
+        fp = np.zeros(C.NUM_FP)
+        fp[[C.MIN_TICK, C.MAX_TICK, C.HORIZON, C.LATENESS, C.WATERMARK, C.QUEUE_NEW_ABOVE,
+            C.CAP_ABOVE, C.QUANTIZE_ABOVE, C.SPILL_ABOVE, C.PREEMPT_ABOVE, C.BASE_S, C.C_SEQ,
+            C.C_KV]] = (
+            self.min_tick_s, self.max_tick_s, self.horizon_ticks, self.lateness_scale_s,
+            self.kv_watermark, ladder.queue_new_above, ladder.cap_above,
+            ladder.quantize_above, ladder.spill_above, ladder.preempt_above,
+            self._costs.base_s, self._costs.c_seq_s, self._costs.c_kv_s)
+        names: list[str] = []
+        codes: dict[str, int] = {}
+
+        def code(name: str) -> int:
+            if name not in codes:
+                codes[name] = len(names)
+                names.append(name)
+            return codes[name]
+
+        # Decode contexts stay below the longest request's prompt and output.
+        longest = int((ints[PROMPT] + ints[MAX_NEW]).max()) if ints.shape[1] else 1
+        num_buckets = int(bucket_of(longest, self.first_bucket_tokens)) + 1
+        pick_decode = np.full((self.max_batch + 1, num_buckets), -1, np.int64)
+        pick_prefill = np.full(64, -1, np.int64)
+        if self.cost_table is not None:
+            for batch in range(1, self.max_batch + 1):
+                for bucket in range(num_buckets):
+                    pick_decode[batch, bucket] = code(self._picks.lookup(
+                        "decode", batch, self.first_bucket_tokens << bucket))
+            for bits in range((self.max_chunk - 1).bit_length() + 1):
+                pick_prefill[bits] = code(self._picks.lookup("prefill", 1, 1 << bits))
+        state = C.new_slo_state(ints.shape[1], ip, fp, pick_decode, pick_prefill)
+        return CompiledSLO(state, tuple(names))
 
     def add_request(self, i: int, now_s: float) -> None:
         """Queue an admitted request for prefill."""
@@ -121,10 +192,15 @@ class SLOPolicy(Policy):
 
     def num_waiting(self) -> int:
         """Requests with prompt tokens left (new, part-way, or recomputing)."""
+        if self.code == SLO and self.compiled is not None:
+            return int(self.compiled.state.st[C.HEAP_LEN])
         return len(self.prefill)
 
     def kv_actions(self) -> dict[str, int]:
         """How often each step of the KV ladder acted (for the run's metrics)."""
+        if self.code == SLO and self.compiled is not None:
+            counts = self.compiled.state.st[C.COUNTS:C.COUNTS + len(_STEP_NAMES)].tolist()
+            return {name: n for name, n in zip(_STEP_NAMES, counts, strict=True) if n}
         self._settle_empty_plan()
         return dict(self._actions)
 
@@ -263,3 +339,11 @@ class SLOPolicy(Policy):
             self._holding = draft.holding
             self._actions.update(draft.counts)
             self._drafted = None
+
+
+class PythonSLOPolicy(SLOPolicy):
+    """The `slo` policy's decision in Python, whatever the step model: the compiled one's
+    oracle (the same plans, step for step)."""
+
+    code = PYTHON
+    python = True
