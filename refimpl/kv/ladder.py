@@ -39,7 +39,12 @@ from refimpl.kv import _ladder_kernels as LK
 from refimpl.kv.pool import PagePool
 
 __all__ = ["KVCandidate", "LadderAction", "LadderConfig", "LadderStep", "PressureLadder",
-           "plan_relief"]
+           "plan_relief", "relief_kernel"]
+
+# The compiled decision itself, for compiled callers (the `slo` policy's tick), with the layout
+# of its `actions` rows: columns STEP, CANDIDATE, PAGES_FREED; step codes in LadderStep order.
+relief_kernel = LK
+
 
 
 class LadderStep(StrEnum):

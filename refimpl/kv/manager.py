@@ -21,7 +21,13 @@ from refimpl.kv import _pool_kernels as K
 from refimpl.kv import _tier_kernels as T
 from refimpl.kv.pool import PagePool, RequestState
 
-__all__ = ["KVState", "KVView", "new_kv_state"]
+__all__ = ["COUNTER_FREE", "COUNTER_SPILLED", "SLOT_FREE", "SLOT_RESIDENT", "SLOT_SPILLED",
+           "KVState", "KVView", "new_kv_state"]
+
+# The layout of a `KVState`, for compiled code that reads it: entries of `counters`, values of
+# `states` (refimpl.kv._pool_kernels owns them; these are the names the rest of refimpl uses).
+COUNTER_FREE, COUNTER_SPILLED = K.FREE, K.SPILLED
+SLOT_FREE, SLOT_RESIDENT, SLOT_SPILLED = K.FREE_SLOT, K.RESIDENT, K.SPILLED_SLOT
 
 _FREE_SLOT, _RESIDENT = int(RequestState.FREE), int(RequestState.RESIDENT)
 

@@ -37,8 +37,8 @@ from refimpl.errors import ConfigError
 from refimpl.kv.ladder import LadderConfig, LadderStep
 from refimpl.sched.plan import StepPlan
 from refimpl.sched.policy import PYTHON, SLO, Policy, PolicyContext
-from refimpl.sched.slo import compiled as C
 from refimpl.sched.slo.budget import linearise, plan_tick
+from refimpl.sched.slo.compiled import state as C
 from refimpl.sched.slo.decode import choose_decodes
 from refimpl.sched.slo.draft import TickDraft
 from refimpl.sched.slo.kernels import KernelPicks

@@ -1,0 +1,141 @@
+"""The compiled `slo` tick: decode batch, prefill chunks, kernel picks; `plan_slo` and its hooks."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refimpl._numba import kernel
+from refimpl.kv.manager import COUNTER_FREE as FREE
+from refimpl.kv.manager import COUNTER_SPILLED as SPILLED
+from refimpl.sched import plan as p
+from refimpl.sched.slo.compiled.decode import _choose_decodes
+from refimpl.sched.slo.compiled.prefill import _choose_prefill, _partial_victim, _step_s
+from refimpl.sched.slo.compiled.pressure import _relieve, _requeue
+from refimpl.sched.slo.compiled.projection import _preempt_kv
+from refimpl.sched.slo.compiled.queues import _decode_add, _decode_remove, _push, _remove
+from refimpl.sched.slo.compiled.state import (
+    BASE_S,
+    C_KV,
+    C_SEQ,
+    DEC_HI,
+    EPOCH,
+    FIRST_BUCKET,
+    HAS_LADDER,
+    HAS_PICKS,
+    HEAP_LEN,
+    HORIZON,
+    LAST_BUDGET,
+    MAX_TICK,
+    MIN_CHUNK,
+    MIN_TICK,
+    PJ_CPU,
+    PJ_FREE,
+    PJ_TOUCHED,
+    _deadline,
+)
+from refimpl.sched.slo.knapsack import tick_inputs
+from refimpl.sched.table import COMPUTED, FINISHED, GENERATED, PROMPT, STATUS, WEIGHT
+
+__all__ = ["plan_slo", "slo_add", "slo_update"]
+
+
+@kernel
+def _pick_kernels(s, buckets, count, entries, sizes, kernels, prefill_tokens):
+    """The cost table's picks: one per decode bucket (ascending), then the chunk's."""
+    out = s.out
+    if count > 0:
+        width = s.pick_decode.shape[1]
+        counts = np.zeros(width, np.int64)
+        for k in range(count):
+            counts[min(buckets[out[k]], width - 1)] += 1
+        for bucket in range(width):
+            if counts[bucket] > 0:
+                p.add_kernel(kernels, sizes, s.pick_decode[counts[bucket], bucket])
+    if prefill_tokens > 0:
+        bits = 0
+        while (1 << bits) < prefill_tokens:
+            bits += 1
+        p.add_kernel(kernels, sizes, s.pick_prefill[bits])
+
+
+@kernel
+def plan_slo(s, coefficients, ints, floats, kv, entries, sizes, kernels, now):
+    """`SLOPolicy.schedule` (the module doc): fill the plan, taking the tick's own moves."""
+    st, fp, ip = s.st, s.fp, s.ip
+    st[EPOCH] += 1
+    st[PJ_FREE], st[PJ_CPU], st[PJ_TOUCHED] = kv.counters[FREE], kv.counters[SPILLED], 0
+    base_s = fp[BASE_S]
+    min_chunk = ip[MIN_CHUNK]
+    while True:
+        if ip[HAS_LADDER]:
+            _relieve(s, ints, floats, kv, entries, sizes, now)
+        waiting = st[HEAP_LEN] > 0
+        hi = st[DEC_HI]
+        est_s, buckets, kv_need, tick_s, urgent_s = tick_inputs(
+            s.context[:hi], s.deadline_s[:hi], s.active[:hi], now, fp[MIN_TICK], fp[MAX_TICK],
+            fp[HORIZON], fp[C_SEQ], fp[C_KV], kv.page_size, ip[FIRST_BUCKET])
+        reserve_s = (_step_s(coefficients, min_chunk, min_chunk * (min_chunk + 1) // 2, 0, 0)
+                     - base_s) if waiting else 0.0
+        budget_s = max(tick_s, base_s + urgent_s * (1 + 1e-9) + reserve_s)
+        window_s = budget_s - reserve_s - base_s
+        count, decode_pages = _choose_decodes(s, ints, floats, kv, entries, sizes, tick_s,
+                                              window_s, est_s, buckets, kv_need, now)
+        num_chunks = 0
+        if waiting:
+            decode_context = 0
+            for k in range(count):
+                decode_context += s.context[s.out[k]] + 1
+            num_chunks = _choose_prefill(s, coefficients, ints, floats, kv, entries, sizes,
+                                         budget_s, count, decode_context,
+                                         st[PJ_FREE] - decode_pages, count > 0)
+            if count == 0 and num_chunks == 0:
+                victim = _partial_victim(s, ints, kv)
+                if victim >= 0:  # the pool was full of half-done prompts: free one, again
+                    _remove(s, ints, floats, victim)
+                    _preempt_kv(s, kv, victim)
+                    _requeue(s, ints, floats, entries, sizes, victim)
+                    continue
+        break
+    fp[LAST_BUDGET] = budget_s
+    for k in range(count):
+        p.add_decode(entries, sizes, s.rows[s.out[k]])
+    if ip[HAS_PICKS]:
+        prefill_tokens = 0
+        for k in range(sizes[p.NUM_PREFILL]):
+            prefill_tokens += entries[p.PREFILL_TOKENS, k]
+        _pick_kernels(s, buckets, count, entries, sizes, kernels, prefill_tokens)
+
+
+@kernel
+def slo_add(s, ints, floats, i):
+    """`SLOPolicy.add_request`: queue admitted row `i` for prefill."""
+    _push(s, ints, floats, i, 0)
+
+
+@kernel
+def slo_update(s, ints, floats, entries, sizes):
+    """`SLOPolicy.update_from_output` once the plan is committed; returns the rows waiting."""
+    num_prefill = sizes[p.NUM_PREFILL]
+    for k in range(num_prefill):  # prompts computed: out of the queue, back in below
+        i = entries[p.PREFILL, k]
+        if s.pos[i] >= 0:
+            _remove(s, ints, floats, i)
+    for k in range(sizes[p.NUM_DECODE]):
+        i = entries[p.DECODE, k]
+        if ints[STATUS, i] >= FINISHED:
+            _decode_remove(s, i)
+        else:
+            slot = s.slot_of[i]
+            s.deadline_s[slot] = _deadline(ints, floats, i)
+            s.context[slot] = ints[COMPUTED, i]
+    for k in range(num_prefill):
+        i = entries[p.PREFILL, k]
+        if ints[STATUS, i] >= FINISHED:
+            continue
+        if ints[GENERATED, i] > 0 and ints[PROMPT, i] + ints[GENERATED, i] - ints[
+                COMPUTED, i] == 1:  # its prompt is done
+            _decode_add(s, i, _deadline(ints, floats, i), ints[COMPUTED, i],
+                        floats[WEIGHT, i])
+        else:
+            _push(s, ints, floats, i, ints[COMPUTED, i])
+    return s.st[HEAP_LEN]
