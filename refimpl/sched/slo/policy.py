@@ -45,7 +45,6 @@ from refimpl.sched.slo.kernels import KernelPicks
 from refimpl.sched.slo.knapsack import (
     VALUE_LATENESS,
     VALUE_PER_TIME,
-    bucket_of,
     select_decode_batch,
 )
 from refimpl.sched.slo.prefill import choose_prefill, partial_prefill_victim
@@ -57,7 +56,7 @@ from refimpl.sched.slo.queues import (
     next_token_deadlines_s,
     prefill_key,
 )
-from refimpl.sched.table import FINISHED, MAX_NEW, PROMPT
+from refimpl.sched.table import FINISHED
 
 __all__ = ["LADDER", "CompiledSLO", "PythonSLOPolicy", "SLOPolicy"]
 
@@ -144,47 +143,10 @@ class SLOPolicy(Policy):
         self.code = SLO if compiles else PYTHON
 
     def _compile(self, ctx: PolicyContext) -> CompiledSLO:
-        """The compiled decision's state for this run: parameters, the decode-cost fit and
-        the cost table's picks (looked up here, once)."""
-        ints = ctx.arrays.ints
-        ladder = self.ladder if self.ladder is not None else LadderConfig()
-        ip = np.zeros(C.NUM_IP, np.int64)
-        ip[[C.MAX_BATCH, C.MIN_CHUNK, C.MAX_CHUNK, C.FIRST_BUCKET, C.VALUE_MODE, C.HAS_LADDER,
-            C.LOW_PRIORITY, C.LONG_CONTEXT, C.QUANTIZE_FACTOR, C.HAS_PICKS]] = (
-            self.max_batch, self.min_chunk, self.max_chunk, self.first_bucket_tokens,
-            self.value_mode, self.ladder is not None, ladder.low_priority,
-            ladder.long_context_tokens, ladder.quantize_factor, self.cost_table is not None)
-        fp = np.zeros(C.NUM_FP)
-        fp[[C.MIN_TICK, C.MAX_TICK, C.HORIZON, C.LATENESS, C.WATERMARK, C.QUEUE_NEW_ABOVE,
-            C.CAP_ABOVE, C.QUANTIZE_ABOVE, C.SPILL_ABOVE, C.PREEMPT_ABOVE, C.BASE_S, C.C_SEQ,
-            C.C_KV]] = (
-            self.min_tick_s, self.max_tick_s, self.horizon_ticks, self.lateness_scale_s,
-            self.kv_watermark, ladder.queue_new_above, ladder.cap_above,
-            ladder.quantize_above, ladder.spill_above, ladder.preempt_above,
-            self._costs.base_s, self._costs.c_seq_s, self._costs.c_kv_s)
-        names: list[str] = []
-        codes: dict[str, int] = {}
-
-        def code(name: str) -> int:
-            if name not in codes:
-                codes[name] = len(names)
-                names.append(name)
-            return codes[name]
-
-        # Decode contexts stay below the longest request's prompt and output.
-        longest = int((ints[PROMPT] + ints[MAX_NEW]).max()) if ints.shape[1] else 1
-        num_buckets = int(bucket_of(longest, self.first_bucket_tokens)) + 1
-        pick_decode = np.full((self.max_batch + 1, num_buckets), -1, np.int64)
-        pick_prefill = np.full(64, -1, np.int64)
-        if self.cost_table is not None:
-            for batch in range(1, self.max_batch + 1):
-                for bucket in range(num_buckets):
-                    pick_decode[batch, bucket] = code(self._picks.lookup(
-                        "decode", batch, self.first_bucket_tokens << bucket))
-            for bits in range((self.max_chunk - 1).bit_length() + 1):
-                pick_prefill[bits] = code(self._picks.lookup("prefill", 1, 1 << bits))
-        state = C.new_slo_state(ints.shape[1], ip, fp, pick_decode, pick_prefill)
-        return CompiledSLO(state, tuple(names))
+        """The compiled decision's state for this run (`compiled.state.for_policy`)."""
+        state, names = C.for_policy(self, ctx.arrays.ints, self._picks, self._costs,
+                                    self.ladder if self.ladder is not None else LadderConfig())
+        return CompiledSLO(state, names)
 
     def add_request(self, i: int, now_s: float) -> None:
         """Queue an admitted request for prefill."""

@@ -24,9 +24,10 @@ from typing import NamedTuple
 import numpy as np
 
 from refimpl._numba import inline_kernel
-from refimpl.sched.table import ARRIVAL, GENERATED, LAST_TOKEN, TPOT_SLO, TTFT_SLO
+from refimpl.sched.slo.knapsack import bucket_of
+from refimpl.sched.table import ARRIVAL, GENERATED, LAST_TOKEN, MAX_NEW, PROMPT, TPOT_SLO, TTFT_SLO
 
-__all__ = ["SLOState", "new_slo_state", "no_slo_state"]
+__all__ = ["SLOState", "for_policy", "new_slo_state", "no_slo_state"]
 
 MAX_HEADS = 64  # refimpl.sched.slo.prefill.MAX_HEADS
 # Entries of `SLOState.ip` (int parameters) and `fp` (float parameters).
@@ -106,3 +107,43 @@ def _deadline(ints, floats, i):
     if ints[GENERATED, i] == 0:
         return floats[ARRIVAL, i] + floats[TTFT_SLO, i]
     return floats[LAST_TOKEN, i] + floats[TPOT_SLO, i]
+
+
+def for_policy(policy, ints: np.ndarray, picks, costs, ladder) -> tuple[SLOState, tuple[str, ...]]:
+    """The state of a run of `ints.shape[1]` requests for a bound `SLOPolicy`: its parameters,
+    its decode-cost fit `costs`, the cost table's kernel picks (looked up here, once, through
+    `picks`) and the names of the picked kernels, by code."""
+    ip = np.zeros(NUM_IP, np.int64)
+    ip[[MAX_BATCH, MIN_CHUNK, MAX_CHUNK, FIRST_BUCKET, VALUE_MODE, HAS_LADDER, LOW_PRIORITY,
+        LONG_CONTEXT, QUANTIZE_FACTOR, HAS_PICKS]] = (
+        policy.max_batch, policy.min_chunk, policy.max_chunk, policy.first_bucket_tokens,
+        policy.value_mode, policy.ladder is not None, ladder.low_priority,
+        ladder.long_context_tokens, ladder.quantize_factor, policy.cost_table is not None)
+    fp = np.zeros(NUM_FP)
+    fp[[MIN_TICK, MAX_TICK, HORIZON, LATENESS, WATERMARK, QUEUE_NEW_ABOVE, CAP_ABOVE,
+        QUANTIZE_ABOVE, SPILL_ABOVE, PREEMPT_ABOVE, BASE_S, C_SEQ, C_KV]] = (
+        policy.min_tick_s, policy.max_tick_s, policy.horizon_ticks, policy.lateness_scale_s,
+        policy.kv_watermark, ladder.queue_new_above, ladder.cap_above, ladder.quantize_above,
+        ladder.spill_above, ladder.preempt_above, costs.base_s, costs.c_seq_s, costs.c_kv_s)
+    names: list[str] = []
+    codes: dict[str, int] = {}
+
+    def code(name: str) -> int:
+        if name not in codes:
+            codes[name] = len(names)
+            names.append(name)
+        return codes[name]
+
+    # Decode contexts stay below the longest request's prompt and output.
+    longest = int((ints[PROMPT] + ints[MAX_NEW]).max()) if ints.shape[1] else 1
+    num_buckets = int(bucket_of(longest, policy.first_bucket_tokens)) + 1
+    pick_decode = np.full((policy.max_batch + 1, num_buckets), -1, np.int64)
+    pick_prefill = np.full(64, -1, np.int64)
+    if policy.cost_table is not None:
+        for batch in range(1, policy.max_batch + 1):
+            for bucket in range(num_buckets):
+                pick_decode[batch, bucket] = code(picks.lookup(
+                    "decode", batch, policy.first_bucket_tokens << bucket))
+        for bits in range((policy.max_chunk - 1).bit_length() + 1):
+            pick_prefill[bits] = code(picks.lookup("prefill", 1, 1 << bits))
+    return new_slo_state(ints.shape[1], ip, fp, pick_decode, pick_prefill), tuple(names)
