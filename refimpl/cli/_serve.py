@@ -20,8 +20,9 @@ def simulate_policies(args: argparse.Namespace, policies: list[str]) -> dict[str
                              seed=args.seed)
     show = sys.stderr.isatty()
     if not loop_ready():  # the first run in this process compiles, or loads, the loop
-        print("preparing the serving loop (compiled once per machine, about 30 s; then "
-              "loaded from Numba's cache) ...", end=" ", file=sys.stderr, flush=True)
+        print("preparing the serving loop (compiled once per machine, about two minutes; "
+              "then loaded from Numba's cache in a second) ...", end=" ", file=sys.stderr,
+              flush=True)
         print(f"{warm_up():.1f} s", file=sys.stderr)
     return {
         name: simulate(workload, name, model=args.model, hardware=args.hardware,
