@@ -64,9 +64,12 @@ def plan_once(policy: Policy, now_s: float) -> StepPlan:
     coefficients = getattr(policy.ctx.step_model, "coefficients", None)
     if not isinstance(coefficients, RooflineCoefficients):
         coefficients = RooflineCoefficients(*(0.0,) * len(RooflineCoefficients._fields))
-    plan_step(policy.code, policy_params(policy), 0, arrays.ints, arrays.floats, arrays.kv,
-              arrays.queues, slo_state(policy), coefficients, plan.entries, plan.sizes,
-              plan.kernels, now_s)
+    if policy.code == SLO:
+        plan_slo(slo_state(policy), coefficients, arrays.ints, arrays.floats, arrays.kv,
+                 plan.entries, plan.sizes, plan.kernels, now_s)
+    else:
+        plan_step(policy.code, policy_params(policy), 0, arrays.ints, arrays.kv, arrays.queues,
+                  plan.entries, plan.sizes, now_s)
     return read_plan(plan, REASONS, [])
 
 
@@ -84,13 +87,14 @@ def policy_params(policy: Policy) -> np.ndarray:
 
 
 @kernel(calls_python=True)
-def plan_step(code, params, handle, ints, floats, kv, q, slo, coefficients, entries, sizes,
-              kernels, now):
-    """Fill the plan of the next step (the plan arrays are empty on entry).
+def plan_step(code, params, handle, ints, kv, q, entries, sizes, now):
+    """Fill the plan of the next step (the plan arrays are empty on entry); `slo` has a call
+    of its own (`plan_slo`), so the other policies' steps do not pass its state.
 
     A call, not inlined into the loop: in one function that large, Numba's reference-count
     pruning gives up, and every array of `kv` and `q` the decision touches cost two atomic
-    operations (60% of the loop's time, measured); a call of its own prunes them.
+    operations (60% of the loop's time, measured); a call of its own prunes them. For the same
+    reason `slo`'s state (26 arrays) is passed only where it is used.
     """
     if code == VLLM:
         plan_vllm(params[TOKEN_BUDGET], params[MAX_NUM_SEQS], ints, kv, q, entries, sizes)
@@ -99,8 +103,6 @@ def plan_step(code, params, handle, ints, floats, kv, q, slo, coefficients, entr
     elif code == PREFILL_FIRST:
         plan_prefill_first(params[TOKEN_BUDGET], params[MAX_NUM_SEQS], ints, kv, q, entries,
                            sizes)
-    elif code == SLO:
-        plan_slo(slo, coefficients, ints, floats, kv, entries, sizes, kernels, now)
     else:
         _python_schedule(handle, now)
 

@@ -91,8 +91,10 @@ def serve(config, params, rates, coefficients, ints, floats, kv, q, slo, plan, f
         if gate_queued > 0:
             gate_queued -= _poll_gate(config, ints, floats, kv, q, slo, gate_out, now)
         p.clear(sizes)
-        d.plan_step(code, params, handle, ints, floats, kv, q, slo, coefficients, entries, sizes,
-                    plan.kernels, now)
+        if code == SLO:
+            d.plan_slo(slo, coefficients, ints, floats, kv, entries, sizes, plan.kernels, now)
+        else:
+            d.plan_step(code, params, handle, ints, kv, q, entries, sizes, now)
         decision_s = (monotonic_ns(config[CLOCK_ID]) - started_ns) / 1e9
         if code == PYTHON:
             error, row = _check_plan(ints, entries, sizes, scratch, num_steps + 1)
