@@ -19,15 +19,15 @@ import numpy as np
 from refimpl.admission.gate import Action
 from refimpl.errors import SchedulingError
 from refimpl.sched.plan import PlanArrays, StepPlan, read_plan, write_plan
-from refimpl.sched.table import FINISHED, STATUS
+from refimpl.sched.table import FINISHED, STATUS, NameCodes
 
 if TYPE_CHECKING:
     from refimpl.admission.gate import Decision, Gate
     from refimpl.sched.policy import Policy
-    from refimpl.sched.table import ReasonCodes
 
 __all__ = ["ACTION_CODES", "RunBridge", "registered"]
 
+MAX_KERNELS = 1024  # distinct kernel names one run counts (the loop's `kernel_counts`)
 ACTION_CODES = {Action.ACCEPT: 0, Action.QUEUE: 1, Action.DEGRADE: 2, Action.REJECT: 3}
 
 
@@ -35,14 +35,13 @@ class RunBridge:
     """One run's Python side: its components and the arrays shared with the loop."""
 
     def __init__(self, policy: Policy, gate: Gate | None, executor: Any, plan: PlanArrays,
-                 finished: np.ndarray, gate_out: np.ndarray, reasons: ReasonCodes,
-                 kernel_names: list[str], ints: np.ndarray,
+                 finished: np.ndarray, gate_out: np.ndarray, reasons: NameCodes,
+                 kernels: NameCodes, ints: np.ndarray,
                  progress: Callable[[int, int], None] | None = None) -> None:
         self.policy, self.gate, self.executor = policy, gate, executor
         self.plan, self.finished, self.gate_out = plan, finished, gate_out
-        self.reasons, self.kernel_names = reasons, kernel_names
+        self.reasons, self.kernels = reasons, kernels
         self.status, self.progress = ints[STATUS], progress  # the request table's status row
-        self._kernel_codes = {name: code for code, name in enumerate(kernel_names)}
 
     def write_plan(self, plan: StepPlan) -> None:
         """Put a Python policy's plan into the plan arrays (which are empty)."""
@@ -53,14 +52,14 @@ class RunBridge:
 
     def read_plan(self) -> StepPlan:
         """The plan arrays as a `StepPlan` (for Python components that observe a step)."""
-        return read_plan(self.plan, self.reasons.names, self.kernel_names)
+        return read_plan(self.plan, self.reasons.names, self.kernels.names)
 
     def _kernel_code(self, name: str) -> int:
-        """The run's code of kernel candidate `name` (the next one if it is new)."""
-        code = self._kernel_codes.get(name)
-        if code is None:
-            code = self._kernel_codes[name] = len(self.kernel_names)
-            self.kernel_names.append(name)
+        """The run's code of kernel candidate `name` (the loop counts at most MAX_KERNELS)."""
+        code = self.kernels.code(name)
+        if code >= MAX_KERNELS:
+            raise SchedulingError("kernels", name, f"policy {self.policy.name!r} names more "
+                                  f"than {MAX_KERNELS} kernel candidates in one run")
         return code
 
     def write_decision(self, k: int, i: int, decision: Decision) -> None:

@@ -36,7 +36,7 @@ from refimpl.sched.plan import new_plan_arrays
 from refimpl.sched.policy import BuiltinPolicy, Policy, PolicyContext
 from refimpl.sched.queues import NUM_RUNNING, WAIT_HEAD, WAIT_LEN, new_queues
 from refimpl.sched.request import Request, RequestStatus
-from refimpl.sched.table import COMPUTED, ReasonCodes, RequestTable, new_requests, write_back
+from refimpl.sched.table import COMPUTED, NameCodes, RequestTable, new_requests, write_back
 
 __all__ = ["Engine", "EngineRun", "loop_ready", "warm_up"]
 
@@ -102,10 +102,10 @@ class Engine:
         finished, started = np.zeros(max(n, 1), np.int64), np.zeros(max(n, 1), np.int64)
         gate_out = np.zeros((4, max(n, 1)), np.int64)
         compiled = getattr(self.policy, "compiled", None)  # the compiled slo's kernel names
-        kernel_names = list(compiled.kernel_names) if compiled is not None else []
-        reasons, kernel_counts = ReasonCodes(), np.zeros(1024, np.int64)
+        kernels = NameCodes(compiled.kernel_names if compiled is not None else ())
+        reasons, kernel_counts = NameCodes(), np.zeros(bridge.MAX_KERNELS, np.int64)
         run = bridge.RunBridge(self.policy, gate, self.executor, plan, finished, gate_out,
-                               reasons, kernel_names, arrays.ints, progress)
+                               reasons, kernels, arrays.ints, progress)
         with bridge.registered(run) as handle:
             config = np.array([self.policy.code, gate is not None, self.executor.code, handle,
                                self.model.max_context, time.CLOCK_MONOTONIC,
@@ -128,7 +128,7 @@ class Engine:
                    for k, name in enumerate(STEP_FLOAT_FIELDS)}
         columns.update({name: np.ascontiguousarray(step_i[:num_steps, k])
                         for k, name in enumerate(STEP_INT_FIELDS)})
-        usage = {kernel_names[c]: int(kernel_counts[c]) for c in np.flatnonzero(kernel_counts)}
+        usage = {kernels.names[c]: int(kernel_counts[c]) for c in np.flatnonzero(kernel_counts)}
         return EngineRun(pending, StepRecords(
             **columns, kv_total_pages=self.pool.num_pages, kernel_usage=usage,
             admission_counts=dict(Counter(gate.counts)) if gate is not None else {},

@@ -19,7 +19,7 @@ from refimpl.config.slo import SLO
 from refimpl.errors import ConfigError
 from refimpl.sched.request import Request, RequestStatus
 
-__all__ = ["REASONS", "ReasonCodes", "RequestTable", "new_requests", "write_back"]
+__all__ = ["REASONS", "NameCodes", "RequestTable", "new_requests", "write_back"]
 
 WAITING, RUNNING, FINISHED, REJECTED = (int(s) for s in RequestStatus)
 
@@ -43,20 +43,22 @@ FLOAT_FIELDS = ("arrival_s", "ttft_slo_s", "tpot_slo_s", "weight", "first_schedu
 # admission's degrade).
 
 
-class ReasonCodes:
-    """The run's reason table: the built-in `REASONS`, then any new ones, each a code."""
+class NameCodes:
+    """A run's table of names as codes (finish reasons, kernel candidates): the names it
+    starts with, then any new ones, each the next code."""
 
-    def __init__(self) -> None:
-        self.names = list(REASONS)
+    def __init__(self, names: Sequence[str] = REASONS) -> None:
+        self.names = list(names)
         self._code = {name: code for code, name in enumerate(self.names)}
 
-    def code(self, reason: str) -> int:
-        """The code of `reason`, a new one if it is new to this run."""
-        code = self._code.get(reason)
+    def code(self, name: str) -> int:
+        """The code of `name`, a new one if it is new to this run."""
+        code = self._code.get(name)
         if code is None:
-            code = self._code[reason] = len(self.names)
-            self.names.append(reason)
+            code = self._code[name] = len(self.names)
+            self.names.append(name)
         return code
+
 
 
 def new_requests(requests: Sequence[Request]) -> tuple[np.ndarray, np.ndarray]:
@@ -102,7 +104,7 @@ def _refuse(request: Request, field: str, value: object, problem: str) -> None:
     raise ConfigError(field, value, problem, where=f"request {request.request_id!r}")
 
 
-def write_back(ints: np.ndarray, floats: np.ndarray, reasons: ReasonCodes,
+def write_back(ints: np.ndarray, floats: np.ndarray, reasons: NameCodes,
                requests: Sequence[Request]) -> None:
     """Copy a run's results from the tables into the `Request` objects."""
     columns = {name: ints[INT_FIELDS.index(name)].tolist() for name in (

@@ -80,3 +80,11 @@ def test_a_plan_asking_more_pages_than_are_free_is_refused(make_engine):
     with pytest.raises(SchedulingError, match="more KV pages than are free"):
         make_engine(GreedyDecodeOnly, num_pages=8, all_at_once=True).run(
             [refimpl.Request(i, 0.0, 100, 5) for i in range(3)])
+
+
+def test_a_policy_naming_more_kernels_than_the_loop_counts_is_refused(make_engine):
+    names = (f"kernel-{k}" for k in range(10_000))
+    policy = GreedyDecodeOnly(lambda plan: StepPlan(plan.decode, plan.prefill,
+                                                    kernels=(next(names),)))
+    with pytest.raises(SchedulingError, match="more than 1024 kernel candidates"):
+        make_engine(policy).run([refimpl.Request(0, 0.0, 10, 1100)])
