@@ -1,176 +1,141 @@
 """Admission control (the seed's section 5): accept, queue, degrade or reject each new request.
 
-For every arrival the controller asks `LoadPredictor` what admitting it would cost and applies
-these rules, first match wins (low-priority means `priority >= low_priority`):
-
-1. TTFT. Predicted TTFT p95 over `ttft_headroom` (0.8) of the request's own TTFT target:
-   reject (`ttft_p95`); waiting cannot bring the first token sooner. The headroom absorbs
-   what the window has not seen yet (it learns a TTFT only a TTFT later), and costs little
-   goodput under overload: the machine stays busy whatever the depth of the backlog.
-2. KV peak. `projected = (pages reserved by admitted requests + this one's KV peak) / pool`.
-   Above 1 the peaks could not coexist: a high-priority request is queued until pages return,
-   a low-priority one rejected (`kv_watermark`). Above the watermark (85%) a long-context
-   low-priority request is not accepted as it is: its generation is capped to fit under the
-   watermark (degrade, it finishes `length_capped`), or, if that leaves under
-   `min_capped_tokens`, it is rejected (`kv_watermark`).
-3. TPOT. Predicted TPOT p95 over the tightest TPOT target among the admitted classes and its
-   own: a low-priority request is rejected (`tpot_p95`); a high-priority one is queued
-   (`tpot_p95`) until the batch shrinks (rejected if nothing admitted is left to shrink).
-Low-priority requests must pass 1 within a further `low_priority_margin` (0.8) of the target,
-so they give way first as the backlog grows (no margin on TPOT: one more sequence changes a
-step by microseconds, and a scheduler that paces decodes to their deadlines keeps observed
-TPOTs near the target by design). A queued request is decided again at every step; it leaves
-with `queue_timeout` after `queue_wait_fraction` of its TTFT target, and an arrival finding the
-queue full (`max_queue`) is rejected (`queue_full`). Requests that cannot fit even alone
-(`exceeds_context`, `exceeds_kv_capacity`) never reach the controller: the engine rejects them.
-A decision is O(SLO classes), queue upkeep O(max_queue) per step: both O(1) in N.
+`AdmissionController` is a `Gate` whose decisions are compiled (refimpl.admission.decide, from
+the capacity estimates of refimpl.admission.capacity): the serving loop calls them directly,
+without a crossing to Python. Its methods below are the same decisions reached from Python,
+for a gate that wraps it or a test. Requests that cannot fit even alone (`exceeds_context`,
+`exceeds_kv_capacity`) never reach it: the loop rejects them. A decision is O(admitted
+prompts not yet computed), a step's upkeep O(that + the step's requests).
 """
 
 from __future__ import annotations
 
-from collections import Counter, deque
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from refimpl.admission import decide
+from refimpl.admission import state as S
 from refimpl.admission.gate import Action, Decision, Gate
-from refimpl.admission.predict import LoadPredictor, Prediction
 from refimpl.config._validate import positive_int, positive_real
 from refimpl.errors import ConfigError
-from refimpl.sched.plan import StepPlan
+from refimpl.sched.plan import StepPlan, new_plan_arrays, write_plan
 from refimpl.sched.policy import PolicyContext
-from refimpl.sched.table import RequestRow
+from refimpl.sched.slo.budget import linearise
+from refimpl.sched.table import REASONS
 
 __all__ = ["REASONS", "AdmissionConfig", "AdmissionController"]
 
-# Every reason a request can be queued, degraded or refused for (the last two by the engine).
-REASONS = ("ttft_p95", "tpot_p95", "kv_watermark", "queue_full", "queue_timeout",
-           "exceeds_context", "exceeds_kv_capacity")
+ACTIONS = (Action.ACCEPT, Action.QUEUE, Action.DEGRADE, Action.REJECT)  # by loop code
+# Every reason a request can be queued, degraded or refused for (the last two by the loop).
+GATE_REASONS = ("ttft_capacity", "tpot_capacity", "delays_admitted", "kv_watermark",
+                "queue_full", "queue_timeout", "exceeds_context", "exceeds_kv_capacity")
 
 
 @dataclass(frozen=True)
 class AdmissionConfig:
-    """The controller's thresholds; fractions of the pool or of a target, tokens, counts."""
+    """The gate's thresholds: fractions of the pool, a target or the machine; tokens, counts,
+    seconds."""
 
     kv_watermark: float = 0.85  # the seed's conservative watermark
     low_priority: int = 1  # priority numbers from here on are low priority
     long_context_tokens: int = 2048  # prompt + output from which a request is long-context
     min_capped_tokens: int = 16  # a cap shorter than this rejects instead of degrading
-    ttft_headroom: float = 0.8  # accept while the predicted TTFT p95 is within this share
-    low_priority_margin: float = 0.8  # low priority must fit within this share of a target
+    low_priority_margin: float = 0.8  # low priority must fit within this share of its target
+    decode_cap: float = 0.95  # the most of the machine admitted decodes may take
     max_queue: int = 64  # requests the admission queue holds
-    queue_wait_fraction: float = 0.5  # longest wait in the queue, as a share of the TTFT target
-    window: int = 256  # observations in each rolling window
-    min_observations: int = 20  # residuals before the window's p95 is used
-    chunk_tokens: int = 2048  # prompt tokens per step when predicting the backlog's drain
-    output_known: bool = True  # max_new_tokens is the real output (else: predicted)
+    min_observations: int = 20  # steps before the calibration is trusted
+    rate_horizon_s: float = 10.0  # arrivals' prompt work is averaged over about this long
+    min_tick_s: float = 1e-3  # the scheduler's tick bounds (as the `slo` policy's)
+    max_tick_s: float = 0.25
 
     def __post_init__(self) -> None:
-        for name in ("kv_watermark", "ttft_headroom", "low_priority_margin",
-                     "queue_wait_fraction"):
+        for name in ("kv_watermark", "low_priority_margin", "decode_cap", "rate_horizon_s",
+                     "min_tick_s", "max_tick_s"):
             positive_real(name, getattr(self, name))
-        if self.kv_watermark > 1:
-            raise ConfigError("kv_watermark", self.kv_watermark, "is a fraction of the pool")
-        for name in ("long_context_tokens", "min_capped_tokens", "max_queue", "window",
-                     "min_observations", "chunk_tokens"):
+        for name in ("kv_watermark", "low_priority_margin", "decode_cap"):
+            if getattr(self, name) > 1:
+                raise ConfigError(name, getattr(self, name), "is a fraction, at most 1")
+        if self.min_tick_s > self.max_tick_s:
+            raise ConfigError("min_tick_s", self.min_tick_s,
+                              f"must be <= max_tick_s={self.max_tick_s}")
+        for name in ("long_context_tokens", "min_capped_tokens", "max_queue",
+                     "min_observations"):
             positive_int(name, getattr(self, name))
+        if isinstance(self.low_priority, bool) or not isinstance(self.low_priority, int):
+            raise ConfigError("low_priority", self.low_priority, "must be an integer")
 
 
 class AdmissionController(Gate):
-    """Decides at arrival, holds a bounded queue, and counts every decision by reason."""
+    """Decides at arrival from what the scheduler can deliver, holds a bounded queue, and
+    counts every decision by reason."""
 
     passes_everything = False
+    compiled = True  # the loop runs `refimpl.admission.decide` on `state` itself
 
     def __init__(self, config: AdmissionConfig | None = None) -> None:
         self.config = config or AdmissionConfig()
-        self.predictor: LoadPredictor | None = None
-        self.queue: deque[RequestRow] = deque()  # arrival order: the oldest times out first
-        self.counts: Counter[str] = Counter()  # "action" or "action:reason" -> requests
+        self.state: S.GateState | None = None
 
     def bind(self, ctx: PolicyContext) -> None:
-        """Attach the run's context (the loop does, once)."""
+        """Attach the run's context and lay out a fresh state (the loop does, once)."""
         c = self.config
-        self.ctx, self.kv = ctx, ctx.kv
-        self.queue, self.counts = deque(), Counter()
-        self.predictor = LoadPredictor(ctx.step_model, ctx.kv, window=c.window,
-                                       min_observations=c.min_observations,
-                                       chunk_tokens=c.chunk_tokens, output_known=c.output_known)
+        self.ctx = ctx
+        costs = linearise(ctx.step_model)
+        per_token, per_pair = S.linearise_prefill(ctx.step_model)
+        fparams = np.zeros(11)
+        fparams[[S.BASE_S, S.C_SEQ_S, S.C_KV_S, S.PREFILL_TOKEN_S, S.PREFILL_PAIR_S]] = (
+            costs.base_s, costs.c_seq_s, costs.c_kv_s, per_token, per_pair)
+        fparams[[S.WATERMARK, S.DECODE_CAP, S.MIN_TICK_S, S.MAX_TICK_S, S.LOW_MARGIN,
+                 S.RATE_HORIZON_S]] = (c.kv_watermark, c.decode_cap, c.min_tick_s,
+                                       c.max_tick_s, c.low_priority_margin, c.rate_horizon_s)
+        order = S.DEADLINE_ORDER if ctx.prefill_order == "deadline" else S.ARRIVAL_ORDER
+        iparams = np.array([order, c.max_queue, c.low_priority, c.long_context_tokens,
+                            c.min_capped_tokens, c.min_observations], np.int64)
+        self.state = S.new_gate_state(fparams, iparams, len(ctx.requests))
+        self._out = np.zeros((4, max(len(ctx.requests), 1)), np.int64)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Decisions so far: "action" or "action:reason" -> requests."""
+        if self.state is None:
+            return {}
+        counts = {}
+        for action, reason in zip(*np.nonzero(self.state.decisions), strict=True):
+            key = ACTIONS[action].value + (f":{REASONS[reason]}" if reason else "")
+            counts[key] = int(self.state.decisions[action, reason])
+        return counts
 
     def num_queued(self) -> int:
         """Requests held in the admission queue."""
-        return len(self.queue)
+        return int(self.state.counts[S.NUM_QUEUED])
 
-    # ---- deciding ----------------------------------------------------------------------------
-    def decide(self, request: RequestRow, now_s: float) -> Decision:
-        """The decision for `request` at `now_s` (changes nothing)."""
-        c = self.config
-        p = self.predictor.predict(request, now_s)
-        is_low = request.priority >= c.low_priority
-        margin = c.low_priority_margin if is_low else 1.0
-        num_pages = self.kv.num_pages
-        reserved = self.predictor.reserved_pages
-        # Queueing helps only while admitted requests run and will free pages or batch slots,
-        # and only high priority waits: under pressure low priority gives way at once.
-        waits = Action.QUEUE if self.predictor.num_admitted > 0 and not is_low else Action.REJECT
-        if p.ttft_p95_s > c.ttft_headroom * margin * request.slo.ttft_s:
-            return Decision(Action.REJECT, "ttft_p95")
-        if reserved + p.kv_peak_pages > num_pages:
-            return Decision(waits, "kv_watermark")
-        if (reserved + p.kv_peak_pages > c.kv_watermark * num_pages and is_low
-                and request.prompt_tokens + p.output_tokens >= c.long_context_tokens):
-            return self._capped(request, p, int(c.kv_watermark * num_pages) - reserved)
-        if p.tpot_p95_s > self.predictor.tightest_tpot_s(request):
-            return Decision(waits, "tpot_p95")
-        return Decision(Action.ACCEPT)
-
-    def _capped(self, request: RequestRow, p: Prediction, free_pages: int) -> Decision:
-        """Degrade to the output that keeps the KV peak under the watermark, or reject."""
-        room_tokens = free_pages * self.kv.page_size - request.prompt_tokens
-        cap = min(room_tokens, p.output_tokens, request.max_new_tokens - 1)
-        if cap < self.config.min_capped_tokens:
-            return Decision(Action.REJECT, "kv_watermark")
-        return Decision(Action.DEGRADE, "kv_watermark", cap)
-
-    # ---- committing --------------------------------------------------------------------------
     def on_arrival(self, i: int, now_s: float) -> Decision:
-        """Decide on an arrival and commit it; a QUEUE decision leaves it in the queue (or,
-        the queue being full, turns into a `queue_full` rejection)."""
-        request = self.ctx.requests.row(i)
-        decision = self.decide(request, now_s)
-        if decision.action is Action.QUEUE and len(self.queue) >= self.config.max_queue:
-            decision = Decision(Action.REJECT, "queue_full")
-        if decision.action is Action.QUEUE:
-            self.queue.append(request)
-            self.predictor.on_queue(request, 1)
-        self._commit(request, decision, now_s)
-        return decision
+        """Decide on an arrival and commit it (a QUEUE decision keeps it in the queue)."""
+        a = self.ctx.arrays
+        decide.arrive(self.state, a.ints, a.floats, a.kv, i, now_s, self._out)
+        return self._decision(0)
 
     def poll(self, now_s: float) -> list[tuple[int, Decision]]:
-        """Decide again on every queued request; those that leave the queue, with why."""
-        leaving = []
-        for request in list(self.queue):
-            self.predictor.on_queue(request, -1)  # not ahead of itself
-            decision = self.decide(request, now_s)
-            waited_s = now_s - request.arrival_s
-            if (decision.action is Action.QUEUE
-                    and waited_s > self.config.queue_wait_fraction * request.slo.ttft_s):
-                decision = Decision(Action.REJECT, "queue_timeout")
-            if decision.action is Action.QUEUE:
-                self.predictor.on_queue(request, 1)
-                continue
-            self.queue.remove(request)
-            self._commit(request, decision, now_s)
-            leaving.append((request.i, decision))
-        return leaving
-
-    def _commit(self, request: RequestRow, decision: Decision, now_s: float) -> None:
-        key = decision.action.value + (f":{decision.reason}" if decision.reason else "")
-        self.counts[key] += 1
-        if decision.action in (Action.ACCEPT, Action.DEGRADE):
-            output = decision.output_cap if decision.action is Action.DEGRADE else None
-            self.predictor.on_admit(request, self.predictor.predict(request, now_s, output))
+        """Decide again on the queued requests; those that leave the queue, with why."""
+        a = self.ctx.arrays
+        num_left = decide.poll(self.state, a.ints, a.floats, a.kv, now_s, self._out)
+        return [(int(self._out[0, k]), self._decision(k)) for k in range(num_left)]
 
     def observe(self, plan: StepPlan, finished: np.ndarray, duration_s: float,
                 now_s: float) -> None:
         """Learn from a committed step of `duration_s` (the loop calls it after each)."""
-        self.predictor.observe(plan, finished, duration_s, self.ctx.requests)
+        a = self.ctx.arrays
+        arrays = new_plan_arrays(a.ints.shape[1])
+        write_plan(plan, arrays, lambda name: 0, lambda name: 0)
+        decide.observe(self.state, a.ints, a.floats, arrays.entries, arrays.sizes,
+                       np.asarray(finished, np.int64), len(finished), duration_s)
+
+    def settings(self) -> dict[str, Any]:
+        """What the run report says of the gate."""
+        return {"admission": type(self).__name__, **vars(self.config)}
+
+    def _decision(self, k: int) -> Decision:
+        action, reason, cap = (int(v) for v in self._out[1:, k])
+        return Decision(ACTIONS[action], REASONS[reason] if reason else "", cap)

@@ -48,6 +48,7 @@ class Gate:
     """The pass-through gate (accepts everything); subclass it for a gate of your own."""
 
     passes_everything = True  # the loop skips a gate that says so (no call per arrival)
+    compiled = False  # True: the loop runs refimpl.admission.decide on the gate's `state`
     ctx: PolicyContext
     counts: dict[str, int]
 

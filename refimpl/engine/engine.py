@@ -18,12 +18,16 @@ from typing import Any
 import numpy as np
 
 from refimpl.admission.gate import Gate
+from refimpl.admission.state import GateState, no_gate_state
 from refimpl.config.model import ModelConfig
 from refimpl.engine import bridge
 from refimpl.engine.dispatch import RunArrays, policy_params, slo_state
 from refimpl.engine.executor import SimulatedExecutor
 from refimpl.engine.loop import (
+    COMPILED_GATE,
+    NO_GATE,
     PLAN_ERRORS,
+    PYTHON_GATE,
     STEP_FLOAT_FIELDS,
     STEP_INT_FIELDS,
     serve,
@@ -107,13 +111,14 @@ class Engine:
         run = bridge.RunBridge(self.policy, gate, self.executor, plan, finished, gate_out,
                                reasons, kernels, arrays.ints, progress)
         with bridge.registered(run) as handle:
-            config = np.array([self.policy.code, gate is not None, self.executor.code, handle,
+            config = np.array([self.policy.code, _gate_kind(gate), self.executor.code, handle,
                                self.model.max_context, time.CLOCK_MONOTONIC,
                                _observes(self.policy), progress is not None], np.int64)
             num_steps, step_f, step_i, error, row = serve(
                 config, policy_params(self.policy), self._tier_rates(),
                 self.executor.coefficients, arrays.ints, arrays.floats, arrays.kv,
-                arrays.queues, slo_state(self.policy), plan, finished, started, gate_out,
+                arrays.queues, slo_state(self.policy), _gate_state(gate), plan, finished,
+                started, gate_out,
                 kernel_counts,
                 np.zeros((INITIAL_STEPS, len(STEP_FLOAT_FIELDS))),
                 np.zeros((INITIAL_STEPS, len(STEP_INT_FIELDS)), np.int64))
@@ -146,7 +151,8 @@ class Engine:
             RequestTable(ints, floats, [r.slo for r in pending]), KVView(kv, ints[COMPUTED]),
             lambda: _ring(q.waiting, q.sizes[WAIT_HEAD], q.sizes[WAIT_LEN]),
             lambda: q.running[:q.sizes[NUM_RUNNING]].copy(),
-            self.executor.step_model, self.model, self.hardware, self.cost_table, arrays)
+            self.executor.step_model, self.model, self.hardware, self.cost_table, arrays,
+            self.policy.prefill_order)
         return arrays, context
 
     def _tier_rates(self) -> np.ndarray:
@@ -169,6 +175,18 @@ class Engine:
             raise AssertionError(  # a loop or policy bug, never the user's input
                 f"run ended with requests {unfinished[:5]} unfinished and "
                 f"{self.pool.num_used_pages} KV pages still held")
+
+
+def _gate_kind(gate: Gate | None) -> int:
+    """The loop's code for `gate`: none, a Python one (bridged) or a compiled one."""
+    if gate is None:
+        return NO_GATE
+    return COMPILED_GATE if gate.compiled else PYTHON_GATE
+
+
+def _gate_state(gate: Gate | None) -> GateState:
+    """The compiled gate's state, a tiny dummy for others (the loop takes one either way)."""
+    return gate.state if _gate_kind(gate) == COMPILED_GATE else no_gate_state()
 
 
 def _observes(policy: Policy) -> bool:

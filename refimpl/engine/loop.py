@@ -23,6 +23,7 @@ import numpy as np
 from numba import objmode
 
 from refimpl._numba import inline_kernel, kernel
+from refimpl.admission import decide as gate
 from refimpl.engine import bridge
 from refimpl.engine import dispatch as d
 from refimpl.engine.clock import monotonic_ns
@@ -48,7 +49,7 @@ from refimpl.sched.table import (
 
 __all__ = ["CONFIG_FIELDS", "STEP_FLOAT_FIELDS", "STEP_INT_FIELDS", "serve"]
 
-# Entries of `config`: the policy's code, whether there is a gate, the executor's code, the
+# Entries of `config`: the policy's code, the gate's kind, the executor's code, the
 # run's bridge handle, the model's context length, the clock id, whether a Python policy wants
 # to hear of every committed step, whether to report progress.
 CONFIG_FIELDS = ("policy", "gate", "executor", "handle", "max_context", "clock_id", "observes",
@@ -57,6 +58,7 @@ CONFIG_FIELDS = ("policy", "gate", "executor", "handle", "max_context", "clock_i
  PROGRESS) = range(len(CONFIG_FIELDS))
 PROGRESS_EVERY = 8192  # steps between progress reports (a crossing to Python each)
 ACCEPT, QUEUE, DEGRADE, REJECT = range(4)  # bridge.ACTION_CODES
+NO_GATE, PYTHON_GATE, COMPILED_GATE = range(3)  # entries of config[GATE]
 # Columns of the two step-record arrays, in `StepRecords` field names.
 STEP_FLOAT_FIELDS = ("start_s", "duration_s", "decision_s")
 STEP_INT_FIELDS = ("num_decode", "num_prefill_tokens", "num_prefill_chunks", "kv_used_pages",
@@ -72,7 +74,7 @@ PAGE_BYTES, HOST_BANDWIDTH = range(2)
 
 
 @kernel(calls_python=True)
-def serve(config, params, rates, coefficients, ints, floats, kv, q, slo, plan, finished,
+def serve(config, params, rates, coefficients, ints, floats, kv, q, slo, gs, plan, finished,
           started, gate_out, kernel_counts, step_f, step_i):
     """Serve every request to the end (or to a broken plan); returns (steps, float records,
     int records, error code, offending request)."""
@@ -85,11 +87,11 @@ def serve(config, params, rates, coefficients, ints, floats, kv, q, slo, plan, f
     while True:
         started_ns = monotonic_ns(config[CLOCK_ID])
         while next_arrival < num_requests and floats[ARRIVAL, next_arrival] <= now:
-            gate_queued += _arrive(config, ints, floats, kv, q, slo, gate_out, next_arrival,
-                                   now)
+            gate_queued += _arrive(config, ints, floats, kv, q, slo, gs, gate_out,
+                                   next_arrival, now)
             next_arrival += 1
         if gate_queued > 0:
-            gate_queued -= _poll_gate(config, ints, floats, kv, q, slo, gate_out, now)
+            gate_queued -= _poll_gate(config, ints, floats, kv, q, slo, gs, gate_out, now)
         p.clear(sizes)
         if code == SLO:
             d.plan_slo(slo, coefficients, ints, floats, kv, entries, sizes, plan.kernels, now)
@@ -120,7 +122,10 @@ def serve(config, params, rates, coefficients, ints, floats, kv, q, slo, plan, f
         if config[OBSERVES]:
             policy_waiting = d.update(code, handle, slo, ints, floats, entries, sizes,
                                       num_finished, now + duration_s)
-        if config[GATE]:
+        if config[GATE] == COMPILED_GATE:
+            gate_queued = gate.observe(gs, ints, floats, entries, sizes, finished, num_finished,
+                                       duration_s)
+        elif config[GATE] == PYTHON_GATE:
             gate_queued = _observe_gate(handle, num_finished, duration_s, now + duration_s)
         for k in range(sizes[p.NUM_KERNELS]):
             kernel_counts[plan.kernels[k]] += 1
@@ -151,7 +156,7 @@ def _observe_gate(handle, num_finished, duration_s, now):
 
 
 @kernel(calls_python=True)
-def _arrive(config, ints, floats, kv, q, slo, gate_out, i, now):
+def _arrive(config, ints, floats, kv, q, slo, gs, gate_out, i, now):
     """Request `i` arrives: rejected if it can never fit, else the gate decides; returns 1
     if the gate queued it."""
     total = ints[PROMPT, i] + ints[MAX_NEW, i]
@@ -161,23 +166,40 @@ def _arrive(config, ints, floats, kv, q, slo, gate_out, i, now):
     if kvm.pages_for(total, kv.page_size) > kv.num_pages:
         end_request(ints, floats, kv, i, REJECTED, EXCEEDS_KV_CAPACITY, floats[ARRIVAL, i])
         return 0
-    if not config[GATE]:
+    if config[GATE] == NO_GATE:
         _accept(config, ints, floats, q, slo, i, now)
         return 0
-    handle = config[HANDLE]
-    with objmode():
-        bridge.gate_arrive(handle, i, now)
+    if config[GATE] == COMPILED_GATE:
+        gate.arrive(gs, ints, floats, kv, i, now, gate_out)
+    else:
+        _python_arrive(config[HANDLE], i, now)
     return _apply(config, ints, floats, kv, q, slo, gate_out, 0, now)
 
 
 @kernel(calls_python=True)
-def _poll_gate(config, ints, floats, kv, q, slo, gate_out, now):
+def _poll_gate(config, ints, floats, kv, q, slo, gs, gate_out, now):
     """Decide again on the gate's queued requests; returns how many left the gate."""
-    handle = config[HANDLE]
-    with objmode(leaving="int64"):
-        leaving = bridge.gate_poll(handle, now)
+    if config[GATE] == COMPILED_GATE:
+        leaving = gate.poll(gs, ints, floats, kv, now, gate_out)
+    else:
+        leaving = _python_poll(config[HANDLE], now)
     for k in range(leaving):
         _apply(config, ints, floats, kv, q, slo, gate_out, k, now)
+    return leaving
+
+
+@kernel(calls_python=True)
+def _python_arrive(handle, i, now):
+    """The Python gate decides on arrival `i` (into column 0 of the gate's output)."""
+    with objmode():
+        bridge.gate_arrive(handle, i, now)
+
+
+@kernel(calls_python=True)
+def _python_poll(handle, now):
+    """The Python gate decides again on its queue; returns how many left it."""
+    with objmode(leaving="int64"):
+        leaving = bridge.gate_poll(handle, now)
     return leaving
 
 

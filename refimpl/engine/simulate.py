@@ -9,6 +9,7 @@ default `gpu_memory_utilization` of 0.9, in pages of 16 tokens. Admission contro
 
 from __future__ import annotations
 
+import copy
 import functools
 import time
 from collections.abc import Sequence
@@ -21,6 +22,7 @@ from refimpl.engine.engine import Engine, Progress, warm_up
 from refimpl.engine.executor import SimulatedExecutor
 from refimpl.errors import CapacityError
 from refimpl.kv.pool import PagePool
+from refimpl.metrics.audit import audit_admission
 from refimpl.metrics.records import RequestRecords, StepRecords
 from refimpl.sched.policy import Policy, make_policy
 from refimpl.sched.request import Request
@@ -47,12 +49,13 @@ class SimulationResult:
     steps: StepRecords
     settings: dict = field(default_factory=dict)
     wall_s: float = 0.0  # real seconds the simulation took (compiling the loop not counted)
+    audit: dict | None = None  # the gate's errors (refimpl.metrics.audit), where asked for
 
     def summary(self) -> dict:
-        """The run's metrics (see `refimpl.metrics.summarize`)."""
+        """The run's metrics (see `refimpl.metrics.summarize`), and the gate's audit."""
         from refimpl.metrics.summary import summarize
 
-        return summarize(self.requests, self.steps)
+        return {**summarize(self.requests, self.steps), **(self.audit or {})}
 
 
 def kv_pool_for(model: ModelConfig, hardware: HardwareSpec, page_size: int = PAGE_SIZE,
@@ -112,18 +115,22 @@ def simulate(
     policy_params: dict | None = None,
     progress: Progress | None = None,
     admission: bool | Gate | None = None,
+    audit: bool = False,
 ) -> SimulationResult:
     """Serve `workload` with `policy` on a simulated clock; deterministic for a given seed.
 
     `admission` is True (a default `AdmissionController`), False, a gate of your own, or
     None: on for `slo`, off otherwise. `workload` may also be a list of hand-made `Request`s,
-    which the run then fills in (their times and counts).
+    which the run then fills in (their times and counts). With `audit`, a run with a gate
+    is replayed without it, and the gate's false rejects and late admits are reported
+    (refimpl.metrics.audit; the replay's time is not in `wall_s`).
     """
     model = model if isinstance(model, ModelConfig) else ModelConfig.preset(model)
     hardware = hardware if isinstance(hardware, HardwareSpec) else HardwareSpec.preset(hardware)
     if isinstance(workload, str):
         workload = make_workload(workload, num_requests=num_requests, rate=rate, seed=seed)
     policy = make_policy(policy, **(policy_params or {}))
+    unbound = copy.deepcopy(policy) if audit else None  # the replay's, before any run binds it
     step_model = step_model or step_time_model(model, hardware)
     pool = kv_pool_for(model, hardware, page_size)
     executor = SimulatedExecutor(step_model)
@@ -145,5 +152,11 @@ def simulate(
         "kv_pages": pool.num_pages, "step_model": type(step_model).__name__,
         "admission": admission is not None, "compile_s": compile_s,
     }
-    return SimulationResult(policy.name, run.requests, run.steps, settings,
-                            time.perf_counter() - started)
+    wall_s = time.perf_counter() - started
+    report = None
+    if audit and admission is not None:
+        replay = Engine(unbound, executor, kv_pool_for(model, hardware, page_size), model,
+                        hardware=hardware, cost_table=runner.cost_table).run(
+            [copy.copy(r) for r in requests])  # the caller's requests keep the gated run
+        report = audit_admission(run.requests, replay.requests)
+    return SimulationResult(policy.name, run.requests, run.steps, settings, wall_s, report)

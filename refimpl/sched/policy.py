@@ -53,6 +53,7 @@ class PolicyContext:
     hardware: Any = None  # the HardwareSpec it runs on
     cost_table: Any = None  # the kernels' CostTable, where there is one
     arrays: Any = None  # the run's own arrays (RunArrays), for compiled decisions and tests
+    prefill_order: str = "arrival"  # the policy's `prefill_order` (what admission predicts)
 
 
 class Policy:
@@ -60,6 +61,7 @@ class Policy:
 
     name = "custom"
     code = PYTHON
+    prefill_order = "arrival"  # the order prompts are served in: "arrival" or "deadline"
     ctx: PolicyContext
 
     def bind(self, ctx: PolicyContext) -> None:

@@ -25,10 +25,11 @@ WAITING, RUNNING, FINISHED, REJECTED = (int(s) for s in RequestStatus)
 
 # Every reason a request ends or is refused for; index 0 is "no reason yet".
 REASONS = ("", "completed", "length_capped", "exceeds_context", "exceeds_kv_capacity",
-           "unschedulable", "ttft_p95", "tpot_p95", "kv_watermark", "queue_full",
-           "queue_timeout")
-(NO_REASON, COMPLETED, LENGTH_CAPPED, EXCEEDS_CONTEXT, EXCEEDS_KV_CAPACITY,
- UNSCHEDULABLE) = range(6)
+           "unschedulable", "ttft_capacity", "tpot_capacity", "delays_admitted",
+           "kv_watermark", "queue_full", "queue_timeout")
+(NO_REASON, COMPLETED, LENGTH_CAPPED, EXCEEDS_CONTEXT, EXCEEDS_KV_CAPACITY, UNSCHEDULABLE,
+ TTFT_CAPACITY, TPOT_CAPACITY, DELAYS_ADMITTED, KV_WATERMARK, QUEUE_FULL,
+ QUEUE_TIMEOUT) = range(12)
 
 # Rows of `ints`, then of `floats`, each in `Request` field names.
 INT_FIELDS = ("status", "prompt_tokens", "max_new_tokens", "num_computed", "num_generated",

@@ -80,6 +80,7 @@ class SLOPolicy(Policy):
     """Two deadline queues, decode reservation, adaptive chunked prefill, bucketed knapsack."""
 
     name = "slo"
+    prefill_order = "deadline"
     code = SLO  # the compiled decision; bound to another step model than the roofline (or
     # as a subclass that changes the decision), the Python one (PYTHON)
     python = False  # True: always the Python decision (`PythonSLOPolicy`, the oracle)

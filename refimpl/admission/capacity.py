@@ -1,0 +1,170 @@
+"""What the scheduler can deliver: the admission gate's estimates, compiled.
+
+Two capacities bound what a deadline-paced scheduler (seed section 6) can serve:
+- **Decode time.** A request decoding at its TPOT target `tau` needs one step's share of its
+  sequence, `c_seq + c_kv * context`, every `tau`: a load of `(c_seq + c_kv * context) / tau`
+  seconds of machine time per second, at its mean context (prompt plus half its output).
+  Every step also pays the fixed part `base` (weights, overhead), once per tick, and a tick
+  lasts about the tightest TPOT target decoding. The decode share of the machine is
+  `kappa * (base / tick + sum(load))`; what is left goes to prompts.
+- **Prompt time.** A prompt of `u` tokens after `c` computed costs `a * u + b * pairs` model
+  seconds (refimpl.admission.state.linearise_prefill). The newcomer's first token comes once
+  the prompt work ahead of it in the policy's own order (every admitted prompt for an
+  arrival-order policy; those due no later for a deadline-order one, plus what tighter
+  classes will bring before its deadline at their observed arrival rate) and its own prompt
+  are done, at the share left by the decodes: `now + kappa * work / (eta * (1 - share))`.
+  Under deadline order a newcomer also delays every prompt due after it: the gate checks that
+  none of those that would be on time is pushed late.
+Both are calibrated online by the error of their own predictions, not by observed latencies
+(a deadline-paced scheduler spends TPOT slack on purpose, so observed TPOTs sit near their
+targets whether or not there is room): `kappa` is the measured step time over the model's, and
+`eta` the prompt work the policy actually delivered over what the model said was free, both
+over the last `RING` steps (1 until `MIN_OBSERVATIONS` steps are in).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refimpl._numba import inline_kernel, kernel
+from refimpl.admission import state as S
+from refimpl.sched.table import ARRIVAL, COMPUTED, FINISHED, PROMPT, STATUS, TPOT_SLO, TTFT_SLO
+
+__all__ = ["assess", "decode_load", "decode_share", "delivery", "prompt_seconds", "step_error"]
+
+ETA_RANGE = (0.05, 2.0)  # the delivery calibration is clipped to this range
+
+
+@inline_kernel
+def prompt_seconds(f, tokens, computed):
+    """Model seconds of `tokens` prompt tokens after `computed` cached ones."""
+    pairs = tokens * computed + tokens * (tokens + 1) / 2
+    return tokens * f[S.PREFILL_TOKEN_S] + pairs * f[S.PREFILL_PAIR_S]
+
+
+@inline_kernel
+def decode_load(f, ints, floats, i, output):
+    """Seconds of decoding per second that request `i` needs at its TPOT pace."""
+    if output < 2:
+        return 0.0
+    context = ints[PROMPT, i] + output // 2
+    return (f[S.C_SEQ_S] + f[S.C_KV_S] * context) / floats[TPOT_SLO, i]
+
+
+@inline_kernel
+def step_error(s):
+    """`kappa`: measured step seconds over the model's, over the window (1 until trusted)."""
+    if s.counts[S.RING_LEN] < s.iparams[S.MIN_OBSERVATIONS] or s.totals[S.MODELLED_S] <= 0:
+        return 1.0
+    return s.totals[S.MEASURED_S] / s.totals[S.MODELLED_S]
+
+
+@inline_kernel
+def delivery(s):
+    """`eta`: prompt seconds delivered over those the model said were free (1 until trusted)."""
+    if s.counts[S.RING_LEN] < s.iparams[S.MIN_OBSERVATIONS] or s.totals[S.AVAILABLE_S] <= 0:
+        return 1.0
+    return min(max(s.totals[S.DELIVERED_S] / s.totals[S.AVAILABLE_S], ETA_RANGE[0]),
+               ETA_RANGE[1])
+
+
+@inline_kernel
+def decode_share(s, extra_load, extra_tpot):
+    """The machine's share spent decoding with `extra_load` added at TPOT `extra_tpot`."""
+    f = s.fparams
+    tightest = extra_tpot
+    for c in range(S.MAX_CLASSES):
+        if s.tpot_counts[c] > 0 and s.tpot_targets[c] < tightest:
+            tightest = s.tpot_targets[c]
+    load = s.totals[S.LOAD] + extra_load
+    if load <= 0:
+        return 0.0
+    tick = min(max(tightest, f[S.MIN_TICK_S]), f[S.MAX_TICK_S])
+    return step_error(s) * (f[S.BASE_S] / tick + load)
+
+
+@inline_kernel
+def _before(ints, floats, j, i):
+    """Whether prompt `j` runs before prompt `i` in deadline order (ties: shorter first)."""
+    dj, di = floats[ARRIVAL, j] + floats[TTFT_SLO, j], floats[ARRIVAL, i] + floats[TTFT_SLO, i]
+    if dj != di:
+        return dj < di
+    return ints[PROMPT, j] - ints[COMPUTED, j] <= ints[PROMPT, i] - ints[COMPUTED, i]
+
+
+@inline_kernel
+def _remaining_s(f, ints, j):
+    """Model seconds of prompt `j`'s work left."""
+    return prompt_seconds(f, max(ints[PROMPT, j] - ints[COMPUTED, j], 0), ints[COMPUTED, j])
+
+
+@kernel
+def future_work_s(s, floats, i, now):
+    """Prompt seconds that tighter classes are expected to bring ahead of request `i` before
+    its deadline, at their admitted arrival rate (deadline order only)."""
+    if s.iparams[S.ORDER] != S.DEADLINE_ORDER:
+        return 0.0
+    horizon = s.fparams[S.RATE_HORIZON_S]
+    deadline, target = floats[ARRIVAL, i] + floats[TTFT_SLO, i], floats[TTFT_SLO, i]
+    work = 0.0
+    for c in range(S.MAX_CLASSES):
+        t = s.ttft_targets[c]
+        if t == t and t < target:  # (not NaN: a class seen)
+            decayed = s.class_work_s[c] * np.exp(-(now - s.class_time_s[c]) / horizon)
+            work += decayed / horizon * max(deadline - t - now, 0.0)
+    return work
+
+
+@kernel
+def assess(s, ints, floats, i, now, output, margin):
+    """(slack of request `i`'s first token against `margin` of its TTFT target if admitted
+    now with `output` tokens, 1 if it would push an on-time admitted prompt late, its decode
+    share) in seconds, flag, fraction (module doc)."""
+    f = s.fparams
+    kappa, eta = step_error(s), delivery(s)
+    load = decode_load(f, ints, floats, i, output)
+    share_with = decode_share(s, load, floats[TPOT_SLO, i] if output >= 2 else np.inf)
+    deadline = floats[ARRIVAL, i] + margin * floats[TTFT_SLO, i]
+    if share_with >= 1.0:
+        return -np.inf, 0, share_with
+    rate_with = eta * (1.0 - share_with) / kappa  # model prompt seconds per second
+    own = _remaining_s(f, ints, i)
+    ahead = future_work_s(s, floats, i, now)
+    num_later = 0
+    deadline_order = s.iparams[S.ORDER] == S.DEADLINE_ORDER
+    for k in range(s.counts[S.NUM_PENDING]):
+        j = s.pending[k]
+        if j == i or ints[STATUS, j] >= FINISHED:
+            continue
+        if not deadline_order or _before(ints, floats, j, i):
+            ahead += _remaining_s(f, ints, j)
+        else:
+            s.scratch_i[num_later] = j
+            s.scratch_f[num_later] = floats[ARRIVAL, j] + floats[TTFT_SLO, j]
+            num_later += 1
+    slack = deadline - (now + (ahead + own) / rate_with)
+    harm = 0
+    if num_later > 0 and slack >= 0:
+        harm = _delays_on_time(s, ints, floats, num_later, ahead + own, own, now, rate_with,
+                               eta * (1.0 - decode_share(s, 0.0, np.inf)) / kappa)
+    return slack, harm, share_with
+
+
+@kernel
+def _delays_on_time(s, ints, floats, num_later, done_before, own, now, rate_with,
+                    rate_without):
+    """1 if some prompt in the scratch (due after the newcomer) is on time without it and
+    late with it: walked in deadline order, each after those before it."""
+    if rate_without <= 0:  # nothing is on time without it either
+        return 0
+    f = s.fparams
+    order = np.argsort(s.scratch_f[:num_later], kind="mergesort")  # stable: reproducible
+    work = done_before
+    for k in range(num_later):
+        j = s.scratch_i[order[k]]
+        work += _remaining_s(f, ints, j)
+        deadline = floats[ARRIVAL, j] + floats[TTFT_SLO, j]
+        on_time = now + (work - own) / rate_without <= deadline
+        if on_time and now + work / rate_with > deadline:
+            return 1
+    return 0

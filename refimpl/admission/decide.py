@@ -1,0 +1,262 @@
+"""The admission gate's decisions, compiled: on arrival, on polling the queue, after a step.
+
+For each arrival, first match wins (low priority means `priority >= low_priority`, and must
+fit within `low_priority_margin` of its TTFT target, so that it gives way first):
+1. `ttft_capacity`: its first token cannot come by its deadline, even admitted now
+   (refimpl.admission.capacity.assess): rejected, since waiting cannot bring it sooner.
+2. `kv_watermark`: the KV peaks of the admitted requests and its own exceed the pool: queued
+   while admitted requests will return pages, else rejected. Above the watermark, a
+   long-context low-priority request is degraded instead: its output is capped to fit under
+   the watermark (it ends `length_capped`), or rejected if that leaves under `min_capped`.
+3. `tpot_capacity`: with it, decoding would take more than `decode_cap` of the machine:
+   queued until the decode load falls, else rejected.
+4. `delays_admitted`: it would push a prompt due after it, on time now, past its deadline:
+   queued (the other may soon be done), else rejected.
+Low priority is never queued: under pressure it gives way at once. A queued request leaves
+the queue accepted or degraded once a decision says so (decided again whenever capacity came
+back), or rejected `queue_timeout` once its own first token could no longer be on time; an
+arrival finding the queue full (`max_queue`) is rejected `queue_full`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refimpl._numba import inline_kernel, kernel
+from refimpl.admission import state as S
+from refimpl.admission.capacity import (
+    assess,
+    decode_load,
+    decode_share,
+    delivery,
+    prompt_seconds,
+    step_error,
+)
+from refimpl.kv import manager as kvm
+from refimpl.sched import plan as p
+from refimpl.sched.table import (
+    ARRIVAL,
+    COMPUTED,
+    DELAYS_ADMITTED,
+    FINISHED,
+    GENERATED,
+    KV_WATERMARK,
+    MAX_NEW,
+    PRIORITY,
+    PROMPT,
+    QUEUE_FULL,
+    QUEUE_TIMEOUT,
+    STATUS,
+    TPOT_CAPACITY,
+    TPOT_SLO,
+    TTFT_CAPACITY,
+    TTFT_SLO,
+)
+
+__all__ = ["arrive", "observe", "poll"]
+
+ACCEPT, QUEUE, DEGRADE, REJECT = range(4)  # the loop's action codes
+
+
+@kernel
+def decide(s, ints, floats, kv, i, now):
+    """(action, reason, output cap) for request `i` at `now`; changes nothing (module doc)."""
+    f, c = s.fparams, s.iparams
+    is_low = ints[PRIORITY, i] >= c[S.LOW_PRIORITY]
+    output = ints[MAX_NEW, i]
+    slack, harm, share = assess(s, ints, floats, i, now, output,
+                                f[S.LOW_MARGIN] if is_low else 1.0)
+    waits = QUEUE if s.counts[S.NUM_ADMITTED] > 0 and not is_low else REJECT
+    if slack < 0:
+        return REJECT, TTFT_CAPACITY, 0
+    total = ints[PROMPT, i] + output
+    reserved, num_pages = s.counts[S.RESERVED], kv.num_pages
+    if reserved + kvm.pages_for(total, kv.page_size) > num_pages:
+        return waits, KV_WATERMARK, 0
+    if (reserved + kvm.pages_for(total, kv.page_size) > f[S.WATERMARK] * num_pages and is_low
+            and total >= c[S.LONG_CONTEXT]):
+        room = int(f[S.WATERMARK] * num_pages) - reserved
+        cap = min(room * kv.page_size - ints[PROMPT, i], output - 1)
+        if cap < c[S.MIN_CAPPED]:
+            return REJECT, KV_WATERMARK, 0
+        return DEGRADE, KV_WATERMARK, cap
+    if share > f[S.DECODE_CAP]:
+        return waits, TPOT_CAPACITY, 0
+    if harm:
+        return waits, DELAYS_ADMITTED, 0
+    return ACCEPT, 0, 0
+
+
+@kernel
+def arrive(s, ints, floats, kv, i, now, gate_out):
+    """Decide on arrival `i` and commit it into column 0 of `gate_out`."""
+    action, reason, cap = decide(s, ints, floats, kv, i, now)
+    if action == QUEUE:
+        if s.counts[S.NUM_QUEUED] >= s.iparams[S.MAX_QUEUE]:
+            action, reason = REJECT, QUEUE_FULL
+        else:
+            s.queue[s.counts[S.NUM_QUEUED]] = i
+            s.counts[S.NUM_QUEUED] += 1
+    _commit(s, ints, floats, kv, i, now, action, reason, cap, gate_out, 0)
+
+
+@kernel
+def poll(s, ints, floats, kv, now, gate_out):
+    """Decide again on the queued requests; those leaving go to `gate_out`'s columns, in
+    queue order; returns how many left."""
+    num_left = kept = 0
+    freed = s.counts[S.FREED] > 0
+    for k in range(s.counts[S.NUM_QUEUED]):
+        i = s.queue[k]
+        if freed:
+            action, reason, cap = decide(s, ints, floats, kv, i, now)
+            if action == REJECT and reason == TTFT_CAPACITY:
+                reason = QUEUE_TIMEOUT
+        elif _too_late(s, ints, floats, i, now):
+            action, reason, cap = REJECT, QUEUE_TIMEOUT, 0
+        else:
+            action = QUEUE
+        if action == QUEUE:
+            s.queue[kept] = i
+            kept += 1
+        else:
+            _commit(s, ints, floats, kv, i, now, action, reason, cap, gate_out, num_left)
+            num_left += 1
+    s.counts[S.NUM_QUEUED] = kept
+    s.counts[S.FREED] = 0
+    return num_left
+
+
+@inline_kernel
+def _too_late(s, ints, floats, i, now):
+    """Whether queued request `i`'s prompt alone, started now, would miss its deadline."""
+    share = decode_share(s, 0.0, np.inf)
+    if share >= 1.0:
+        return True
+    rate = delivery(s) * (1.0 - share) / step_error(s)
+    own = prompt_seconds(s.fparams, ints[PROMPT, i], 0)
+    return now + own / rate > floats[ARRIVAL, i] + floats[TTFT_SLO, i]
+
+
+@kernel
+def _commit(s, ints, floats, kv, i, now, action, reason, cap, gate_out, column):
+    """Count the decision, book an admitted request's load, and write the decision out."""
+    s.decisions[action, reason] += 1
+    gate_out[0, column], gate_out[1, column] = i, action
+    gate_out[2, column], gate_out[3, column] = reason, cap
+    if action != ACCEPT and action != DEGRADE:
+        return
+    f = s.fparams
+    output = cap if action == DEGRADE else ints[MAX_NEW, i]
+    s.pages[i] = kvm.pages_for(ints[PROMPT, i] + output, kv.page_size)
+    s.counts[S.RESERVED] += s.pages[i]
+    s.load[i] = decode_load(f, ints, floats, i, output)
+    s.totals[S.LOAD] += s.load[i]
+    s.counts[S.NUM_ADMITTED] += 1
+    if s.load[i] > 0:
+        _add_class(s.tpot_targets, s.tpot_counts, floats[TPOT_SLO, i], 1)
+    s.pending[s.counts[S.NUM_PENDING]] = i
+    s.counts[S.NUM_PENDING] += 1
+    c = _ttft_class(s.ttft_targets, floats[TTFT_SLO, i])
+    decay = np.exp(-(now - s.class_time_s[c]) / f[S.RATE_HORIZON_S])
+    s.class_work_s[c] = s.class_work_s[c] * decay + prompt_seconds(f, ints[PROMPT, i], 0)
+    s.class_time_s[c] = now
+
+
+@inline_kernel
+def _add_class(targets, counts, target, delta):
+    """Count `delta` requests into the class with `target` (a free slot for a new one)."""
+    free = S.MAX_CLASSES - 1
+    for c in range(S.MAX_CLASSES):
+        if counts[c] > 0 and targets[c] == target:
+            counts[c] += delta
+            return
+        if counts[c] == 0 and free == S.MAX_CLASSES - 1:
+            free = c
+    targets[free] = target  # (with every slot taken, the last is shared)
+    counts[free] += delta
+
+
+@inline_kernel
+def _ttft_class(targets, target):
+    """The slot of the TTFT class `target` (taken on first sight; the last one is shared)."""
+    for c in range(S.MAX_CLASSES):
+        if targets[c] == target:
+            return c
+        if targets[c] != targets[c]:  # NaN: free
+            targets[c] = target
+            return c
+    return S.MAX_CLASSES - 1
+
+
+@kernel
+def observe(s, ints, floats, entries, sizes, finished, num_finished, duration):
+    """Learn from a committed step of `duration` seconds and forget the ended requests;
+    returns how many requests the gate holds."""
+    f = s.fparams
+    modelled = f[S.BASE_S]
+    for k in range(sizes[p.NUM_DECODE]):
+        j = entries[p.DECODE, k]
+        modelled += f[S.C_SEQ_S] + f[S.C_KV_S] * (ints[PROMPT, j] + ints[GENERATED, j])
+    prompts_s = 0.0
+    for k in range(sizes[p.NUM_PREFILL]):
+        j, tokens = entries[p.PREFILL, k], entries[p.PREFILL_TOKENS, k]
+        prompts_s += prompt_seconds(f, tokens, max(ints[COMPUTED, j] - tokens, 0))
+    modelled += prompts_s
+    delivered = available = 0.0
+    if s.counts[S.NUM_PENDING] > 0:  # prompts waited: the step could have been all theirs
+        kappa = step_error(s)
+        delivered = kappa * prompts_s
+        available = duration * max(1.0 - decode_share(s, 0.0, np.inf), 0.0)
+    if duration > 0:
+        _remember(s, duration, modelled, delivered, available)
+    _forget_finished(s, ints, floats, finished, num_finished)
+    kept = 0
+    for k in range(s.counts[S.NUM_PENDING]):
+        j = s.pending[k]
+        if ints[STATUS, j] < FINISHED and ints[COMPUTED, j] < ints[PROMPT, j]:
+            s.pending[kept] = j
+            kept += 1
+    if kept < s.counts[S.NUM_PENDING]:
+        s.counts[S.FREED] = 1  # prompts done: the ones queued behind them may fit now
+    s.counts[S.NUM_PENDING] = kept
+    return s.counts[S.NUM_QUEUED]
+
+
+@inline_kernel
+def _remember(s, measured, modelled, delivered, available):
+    """One step into the calibration window (its sums kept, O(1))."""
+    t, ring = s.totals, s.ring
+    k = s.counts[S.RING_NEXT]
+    if s.counts[S.RING_LEN] == S.RING:
+        t[S.MEASURED_S] -= ring[k, 0]
+        t[S.MODELLED_S] -= ring[k, 1]
+        t[S.DELIVERED_S] -= ring[k, 2]
+        t[S.AVAILABLE_S] -= ring[k, 3]
+    else:
+        s.counts[S.RING_LEN] += 1
+    ring[k, 0], ring[k, 1], ring[k, 2], ring[k, 3] = measured, modelled, delivered, available
+    t[S.MEASURED_S] += measured
+    t[S.MODELLED_S] += modelled
+    t[S.DELIVERED_S] += delivered
+    t[S.AVAILABLE_S] += available
+    s.counts[S.RING_NEXT] = (k + 1) % S.RING
+
+
+@inline_kernel
+def _forget_finished(s, ints, floats, finished, num_finished):
+    """Release the reservations of the admitted requests that ended in the step."""
+    for k in range(num_finished):
+        i = finished[k]
+        if s.pages[i] == 0:
+            continue
+        s.counts[S.RESERVED] -= s.pages[i]
+        s.pages[i] = 0
+        s.totals[S.LOAD] -= s.load[i]
+        if s.load[i] > 0:
+            _add_class(s.tpot_targets, s.tpot_counts, floats[TPOT_SLO, i], -1)
+        s.load[i] = 0.0
+        s.counts[S.NUM_ADMITTED] -= 1
+        s.counts[S.FREED] = 1
+    if s.counts[S.NUM_ADMITTED] == 0:
+        s.totals[S.LOAD] = 0.0  # no drift left over from the sums

@@ -1,0 +1,88 @@
+"""The admission gate's state as arrays (what its compiled decisions read and write).
+
+Built once per run by `new_gate_state` from the gate's configuration, the run's step model
+(linearised into a few seconds-per-unit coefficients, so any `StepTimeModel` works) and the
+policy's prompt order. The layout names below index the parameter and aggregate arrays; the
+compiled gate (refimpl.admission.decide) is their only writer.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["GateState", "linearise_prefill", "new_gate_state", "no_gate_state"]
+
+# Entries of `fparams`: a decode step's fixed seconds, its seconds per sequence and per
+# context token; a prompt's seconds per token and per causal pair; the KV watermark; the
+# decode share the gate admits up to; the tick bounds; the low-priority margin; the horizon
+# over which arrivals' prompt work is averaged into a rate.
+(BASE_S, C_SEQ_S, C_KV_S, PREFILL_TOKEN_S, PREFILL_PAIR_S, WATERMARK, DECODE_CAP, MIN_TICK_S,
+ MAX_TICK_S, LOW_MARGIN, RATE_HORIZON_S) = range(11)
+# Entries of `iparams`: the policy's prompt order, the queue's capacity, the first low
+# priority, the long-context length, the shortest cap, steps before calibration is trusted.
+ORDER, MAX_QUEUE, LOW_PRIORITY, LONG_CONTEXT, MIN_CAPPED, MIN_OBSERVATIONS = range(6)
+ARRIVAL_ORDER, DEADLINE_ORDER = range(2)  # values of ORDER
+# Entries of `totals` (floats): the admitted decode load (seconds of decoding per second);
+# then the calibration window's sums: measured step seconds, the model's step seconds, the
+# model's prompt seconds delivered and the prompt seconds the model said were available.
+LOAD, MEASURED_S, MODELLED_S, DELIVERED_S, AVAILABLE_S = range(5)
+# Entries of `counts` (ints): reserved KV pages, admitted requests not ended, admitted
+# prompts not computed (`pending`), queued requests, whether capacity came back since the
+# last poll, the calibration ring's next slot and fill.
+RESERVED, NUM_ADMITTED, NUM_PENDING, NUM_QUEUED, FREED, RING_NEXT, RING_LEN = range(7)
+MAX_CLASSES = 16  # distinct SLO targets the gate keeps apart (more share the last slot)
+RING = 256  # steps in the calibration window
+MAX_REASONS = 64  # reason codes the decision counts cover
+
+
+class GateState(NamedTuple):
+    """Everything the compiled gate keeps between calls (module doc)."""
+
+    fparams: np.ndarray  # float64, BASE_S ...
+    iparams: np.ndarray  # int64, ORDER ...
+    totals: np.ndarray  # float64, LOAD ...
+    counts: np.ndarray  # int64, RESERVED ...
+    pages: np.ndarray  # int64 per request: KV pages reserved while admitted (0: none)
+    load: np.ndarray  # float64 per request: its decode load while admitted
+    pending: np.ndarray  # int64: admitted requests whose prompt is not computed yet
+    queue: np.ndarray  # int64: queued requests, in arrival order
+    tpot_targets: np.ndarray  # float64 per class: the admitted requests' TPOT targets
+    tpot_counts: np.ndarray  # int64 per class: admitted requests with that target
+    ttft_targets: np.ndarray  # float64 per class: TTFT targets seen at arrival
+    class_work_s: np.ndarray  # float64 per class: admitted prompt seconds, decayed
+    class_time_s: np.ndarray  # float64 per class: when `class_work_s` was last decayed
+    ring: np.ndarray  # float64 (RING, 4): a step's measured, modelled, delivered, available
+    decisions: np.ndarray  # int64 (4, MAX_REASONS): decisions by action and reason
+    scratch_f: np.ndarray  # float64 per request: sort keys
+    scratch_i: np.ndarray  # int64 per request: sorted rows
+
+
+def linearise_prefill(step_model, probe_tokens: int = 2048) -> tuple[float, float]:
+    """A prompt chunk's seconds per token and per causal pair, by finite differences of
+    `step_model` past its fixed part (the weights floor), so that a prompt of `u` tokens
+    after `c` computed costs about `a * u + b * (u * c + u * (u + 1) / 2)`."""
+    step = step_model.step_time_parts
+    t = probe_tokens
+    per_token = max((step(2 * t, 0, 0, 0) - step(t, 0, 0, 0)) / t, 0.0)
+    pairs = t * t
+    per_pair = max((step(t, 2 * pairs, 0, 0) - step(t, pairs, 0, 0)) / pairs, 0.0)
+    return per_token, per_pair
+
+
+def new_gate_state(fparams: np.ndarray, iparams: np.ndarray, num_requests: int) -> GateState:
+    """A fresh state for a run of `num_requests` (parameters laid out as above)."""
+    n = max(num_requests, 1)
+    return GateState(
+        np.asarray(fparams, np.float64), np.asarray(iparams, np.int64), np.zeros(5),
+        np.zeros(7, np.int64), np.zeros(n, np.int64), np.zeros(n), np.zeros(n, np.int64),
+        np.zeros(n, np.int64), np.zeros(MAX_CLASSES), np.zeros(MAX_CLASSES, np.int64),
+        np.full(MAX_CLASSES, np.nan), np.zeros(MAX_CLASSES), np.zeros(MAX_CLASSES),
+        np.zeros((RING, 4)), np.zeros((4, MAX_REASONS), np.int64), np.zeros(n),
+        np.zeros(n, np.int64))
+
+
+def no_gate_state() -> GateState:
+    """A tiny state for runs without the compiled gate (the loop takes one either way)."""
+    return new_gate_state(np.zeros(11), np.zeros(6, np.int64), 1)
