@@ -69,7 +69,8 @@ print(json.dumps({"wall_s": result.wall_s, "first_call_s": first_call_s, "load_s
                   "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                   "decision_p50_s": summary["decision_p50_s"],
                   "decision_p99_s": summary["decision_p99_s"],
-                  "slo_attainment": summary["slo_attainment"]}))
+                  "slo_attainment": summary["slo_attainment"],
+                  "slo_classes": sorted({str(c) for c in result.requests.slo_class})}))
 """
 
 

@@ -2,7 +2,9 @@
 
 TTFT is the time from a request's arrival to its first output token; TPOT the mean time between
 its later tokens. A request meets its SLO when both are within target. Priority follows vLLM's
-convention: a smaller number is served first (0 is the most urgent class).
+convention: a smaller number is served first (0 is the most urgent class). The presets are ours
+(interactive, default, batch) and MLPerf Inference's server-scenario limits (`mlperf-*`);
+slo_sets.py mixes them into classes with shares.
 """
 
 from __future__ import annotations
