@@ -50,12 +50,12 @@ def add_slo_options(parser: argparse.ArgumentParser, default: str | None = "defa
     None to leave the workload's classes as they are when neither is given."""
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--slo", default=default, metavar="NAME",
-                       help=f"one SLO class for every request: {', '.join(SLO_PRESETS)}"
-                       + (f" (default: {default})" if default else ""))
+                       help=f"one SLO class for every request: {', '.join(SLO_PRESETS)} "
+                       "(default: " + (default or "the benchmark's own classes") + ")")
     group.add_argument("--classes", metavar="NAME:SHARE,...",
-                       help="a mix of SLO classes, each request drawn with --seed, priorities "
-                       "by tightness (shortest TTFT target first), e.g. interactive:0.3,"
-                       f"batch:0.7; or a named set: {', '.join(SLO_SETS)}")
+                       help="a mix of SLO classes, each request's class drawn with the seed, "
+                       "priorities by tightness (shortest TTFT target first), e.g. "
+                       f"interactive:0.3,batch:0.7; or a named set: {', '.join(SLO_SETS)}")
 
 
 def slo_set_of(args: argparse.Namespace) -> SLOSet | None:
