@@ -9,7 +9,8 @@ of all and of accepted requests (accepted = not rejected, so degraded ones count
 by reason, the peak queue length (policy and admission queue) and the simulator's peak memory
 (each run in a fresh process, its peak resident set, imports included). Goals: with admission,
 goodput at 4x >= 90% of goodput at 1x, and >= 95% of accepted requests meeting both SLOs at
-every load.
+every load. `--slo`/`--classes` serve the trace in that SLO set (default: the one `default`
+class).
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from pathlib import Path
 
 from refimpl.bench._report import publish
 from refimpl.bench.serving import HARDWARE, MODEL, attainment, base_workload, capacity
+from refimpl.config.slo_sets import SLOSet, one_class
 from refimpl.engine import simulate
-from refimpl.workloads import Workload, scale_to_rate
+from refimpl.metrics.table import format_reasons
+from refimpl.workloads import Workload, assign_slo_set, scale_to_rate
 
 __all__ = ["run"]
 
@@ -62,10 +65,11 @@ def measure_capacity(workload: Workload, quick: bool) -> float:
 
 
 def run(*, quick: bool = False, num_threads: int | None = None, json_path: Path | None = None,
-        capacity_req_s: float | None = None) -> dict:
+        capacity_req_s: float | None = None, slo_set: SLOSet | None = None) -> dict:
     """Serve the trace at each load with and without admission; print, write the figures."""
     del num_threads  # the engine is single-threaded
-    workload = base_workload("conv", 600 if quick else 2000)
+    slo_set = slo_set or one_class("default")
+    workload = assign_slo_set(base_workload("conv", 600 if quick else 2000), slo_set, seed=0)
     if capacity_req_s is None:
         capacity_req_s = measure_capacity(workload, quick)
     rows: dict[str, dict[str, dict]] = {name: {} for name in RUNS}
@@ -81,6 +85,7 @@ def run(*, quick: bool = False, num_threads: int | None = None, json_path: Path 
     report = {"suite": "admission", "workload": workload.name, "model": MODEL,
               "hardware": HARDWARE, "num_requests": len(workload),
               "capacity_req_s": capacity_req_s, "loads": list(LOADS), "runs": rows,
+              "slo_set": slo_set.describe(),
               "goals": {"goodput_4x_over_1x": kept, "goodput_goal": GOODPUT_KEPT,
                         "accepted_attainment_min": worst, "accepted_goal": ACCEPTED_MET,
                         "met": bool(kept is not None and kept >= GOODPUT_KEPT
@@ -94,7 +99,8 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
 
 def print_report(report: dict) -> None:
     """One table: a row per configuration and load."""
-    print(f"overload: {report['num_requests']} requests of {report['workload']}, "
+    print(f"overload: {report['num_requests']} requests of {report['workload']} "
+          f"(SLO {report['slo_set']['spec']}), "
           f"{report['model']} on {report['hardware']}; capacity of slo "
           f"{report['capacity_req_s']:.1f} req/s (>= 90% meeting both SLOs, no admission)")
     print(f"  {'run':<14}{'load':>5}{'goodput':>9}{'attain':>8}{'accepted':>9}{'rejected':>9}"
@@ -102,7 +108,7 @@ def print_report(report: dict) -> None:
     for name, by_load in report["runs"].items():
         for load, r in by_load.items():
             accepted = r["accepted_attainment"]
-            reasons = ", ".join(f"{k} {v}" for k, v in r["rejected_by_reason"].items()) or "-"
+            reasons = format_reasons(r["rejected_by_reason"], none="-")
             print(f"  {name:<14}{load + 'x':>5}{r['goodput_req_s']:>9.2f}"
                   f"{r['slo_attainment']:>8.1%}"
                   f"{accepted if accepted is None else format(accepted, '.1%'):>9}"

@@ -8,6 +8,7 @@ to Python). Each run is a fresh process, so its peak memory is its own, and the 
 call (compiling, or loading the compiled code from Numba's cache) is timed apart from the run;
 one more process compiles with the cache off, for the cold compile time. Without the trace, a
 synthetic workload with the same size and fitted statistics is used, and the report says so.
+`--slo`/`--classes` serve it in that SLO set (default: the trace's own, one `default` class).
 For scale: Vidur, the best-known public serving simulator, simulates about 250 requests per
 second on this kind of machine (its authors' figure).
 """
@@ -22,6 +23,7 @@ import sys
 from pathlib import Path
 
 from refimpl.bench._report import publish
+from refimpl.config.slo_sets import SLOSet
 from refimpl.sched import BASELINES, POLICIES
 
 __all__ = ["find_trace", "run"]
@@ -35,14 +37,16 @@ GOAL_S = {"slo": 3.0, **{policy: 2.0 for policy in BASELINES}}
 GOAL_PYTHON_REQ_S = 2_000
 PYTHON_POLICY = "python:spf"  # the README's example policy, by this name in the report
 
-# argv: workload, policy, number of requests (0: all). The loop is called once on a few
+# argv: workload, policy, number of requests (0: all), README path, SLO set spec ("": the
+# workload's own classes). The loop is called once on a few
 # requests first, so that its compile (or cache load) is not counted in `wall_s`.
 _CHILD = """
 import json, re, resource, sys, time
 from pathlib import Path
+from refimpl.config import slo_set
 from refimpl.engine import simulate
-from refimpl.workloads import make_workload
-workload, policy, num = sys.argv[1], sys.argv[2], int(sys.argv[3])
+from refimpl.workloads import assign_slo_set, make_workload
+workload, policy, num, spec = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[5]
 if policy == "python:spf":  # the README's example, as a user would paste it
     readme = Path(sys.argv[4]).read_text().split("## Writing a policy", 1)[1]
     code = re.findall(r"```python\\n(.*?)```", readme, re.S)[0].split("result =")[0]
@@ -54,6 +58,8 @@ simulate(make_workload(workload, num_requests=10), policy)
 first_call_s = time.perf_counter() - started
 load_started = time.perf_counter()
 workload = make_workload(workload, num_requests=num or None)
+if spec:
+    workload = assign_slo_set(workload, slo_set(spec), seed=0)
 load_s = time.perf_counter() - load_started
 result = simulate(workload, policy, model="llama-3-8b", hardware="h100-sxm")
 summary = result.summary()
@@ -63,7 +69,8 @@ print(json.dumps({"wall_s": result.wall_s, "first_call_s": first_call_s, "load_s
                   "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                   "decision_p50_s": summary["decision_p50_s"],
                   "decision_p99_s": summary["decision_p99_s"],
-                  "slo_attainment": summary["slo_attainment"]}))
+                  "slo_attainment": summary["slo_attainment"],
+                  "slo_classes": sorted({str(c) for c in result.requests.slo_class})}))
 """
 
 
@@ -80,15 +87,16 @@ def find_trace() -> Path | None:
 _README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-def _run_child(workload: str, policy: str, num_requests: int, env: dict | None = None) -> dict:
+def _run_child(workload: str, policy: str, num_requests: int, env: dict | None = None,
+               spec: str = "") -> dict:
     out = subprocess.run([sys.executable, "-c", _CHILD, workload, policy, str(num_requests),
-                          str(_README)], check=True, capture_output=True, text=True,
+                          str(_README), spec], check=True, capture_output=True, text=True,
                          env={**os.environ, **(env or {})})
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def run(*, quick: bool = False, num_threads: int | None = None,
-        json_path: Path | None = None) -> dict:
+        json_path: Path | None = None, slo_set: SLOSet | None = None) -> dict:
     """Replay the trace with every policy on the one loop; print and optionally write."""
     del num_threads  # the loop is single-threaded
     trace = find_trace()
@@ -96,9 +104,12 @@ def run(*, quick: bool = False, num_threads: int | None = None,
     whole = QUICK_REQUESTS if quick else (0 if trace else TRACE_REQUESTS)
     # Compiling from scratch (cache off) once: every policy runs the same compiled loop.
     cold = _run_child(workload, BASELINES[0], 10, {"REFIMPL_NUMBA_CACHE": "0"})
-    rows = {policy: _run_child(workload, policy, whole) for policy in (*POLICIES, PYTHON_POLICY)}
+    spec = "" if slo_set is None else slo_set.spec
+    rows = {policy: _run_child(workload, policy, whole, spec=spec)
+            for policy in (*POLICIES, PYTHON_POLICY)}
     report = {"suite": "engine", "workload": workload, "model": "llama-3-8b",
               "hardware": "h100-sxm", "cold_compile_s": cold["first_call_s"],
+              "slo_set": None if slo_set is None else slo_set.describe(),
               "goal_s": GOAL_S, "goal_python_req_s": GOAL_PYTHON_REQ_S, "policies": rows,
               "bench_process_rss_bytes":
                   resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}

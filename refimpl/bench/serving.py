@@ -9,6 +9,7 @@ both targets) and goodput. Capacity is the highest rate at which at least 90% of
 both targets: found on a grid of rates, then refined by bisection between the last rate that
 passed and the first that failed. Admission control is off for every policy here: this
 measures the schedulers themselves (`refimpl bench admission` measures admission control).
+`--slo NAME` or `--classes NAME:SHARE,...` replaces the two class settings by that one.
 """
 
 from __future__ import annotations
@@ -17,18 +18,16 @@ from pathlib import Path
 
 from refimpl.bench._report import publish
 from refimpl.bench.engine import find_trace
-from refimpl.config.slo import SLO_PRESETS, PriorityClass
+from refimpl.config.slo_sets import SLOSet, one_class, slo_set
 from refimpl.engine import simulate
 from refimpl.sched import POLICIES
-from refimpl.workloads import Workload, head, load_trace, scale_to_rate, synthetic
-from refimpl.workloads.transforms import assign_classes
+from refimpl.workloads import Workload, assign_slo_set, head, load_trace, scale_to_rate, synthetic
 
 __all__ = ["capacity", "run"]
 
 TARGET = 0.9  # the attainment that defines capacity
 MODEL, HARDWARE = "llama-3-8b", "h100-sxm"
-MIX = (PriorityClass("interactive", 0, SLO_PRESETS["interactive"]),
-       PriorityClass("batch", 1, SLO_PRESETS["batch"]))
+SETTINGS = {"one-class": one_class("default"), "mixed": slo_set("chat-batch")}
 TRACES = {"conv": ("AzureLLMInferenceTrace_conv.csv", "azure-conv-like"),
           "code": ("AzureLLMInferenceTrace_code.csv", "azure-code-like")}
 
@@ -73,9 +72,11 @@ def capacity(points: list[dict], probe, refinements: int) -> float:
 
 
 def run(*, quick: bool = False, num_threads: int | None = None,
-        json_path: Path | None = None) -> dict:
-    """Sweep rates for every policy on both traces and both class settings; print, write."""
+        json_path: Path | None = None, slo_set: SLOSet | None = None) -> dict:
+    """Sweep rates for every policy on both traces and both class settings (or `slo_set`
+    alone); print, write."""
     del num_threads
+    settings = SETTINGS if slo_set is None else {slo_set.name: slo_set}
     num_requests = 600 if quick else 2000
     multiples = (2, 4, 6, 8) if quick else (1, 2, 3, 4, 5, 6, 7, 8, 10)
     refinements = 1 if quick else 3
@@ -83,9 +84,8 @@ def run(*, quick: bool = False, num_threads: int | None = None,
     for trace in TRACES:
         workload = base_workload(trace, num_requests)
         base_rate = workload.mean_rate
-        for setting in ("one-class", "mixed"):
-            classed = workload if setting == "one-class" else assign_classes(workload, MIX,
-                                                                             seed=0)
+        for setting, classes in settings.items():
+            classed = assign_slo_set(workload, classes, seed=0)
             rows = {}
             for policy in POLICIES:
                 def probe(rate, policy=policy, classed=classed):
@@ -97,7 +97,8 @@ def run(*, quick: bool = False, num_threads: int | None = None,
             results[f"{trace}/{setting}"] = {"trace_rate_req_s": base_rate, "policies": rows,
                                              "grid_req_s": [m * base_rate for m in multiples]}
     report = {"suite": "serving", "model": MODEL, "hardware": HARDWARE,
-              "num_requests": num_requests, "target": TARGET, "results": results}
+              "num_requests": num_requests, "target": TARGET, "results": results,
+              "slo_sets": {name: classes.describe() for name, classes in settings.items()}}
     return publish(report, print_report, json_path)
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from refimpl.config import MODEL_PRESETS, preset_names
+from refimpl.config import MODEL_PRESETS, SLO_PRESETS, SLO_SETS, SLOSet, one_class, preset_names
+from refimpl.config import slo_set as parse_slo_set
 from refimpl.sched import POLICIES
 from refimpl.workloads import DEFAULT_WORKLOAD, synthetic_names
 
@@ -13,7 +14,8 @@ from refimpl.workloads import DEFAULT_WORKLOAD, synthetic_names
 def add_workload_options(parser: argparse.ArgumentParser, *, model: str, hardware: str,
                          num_requests: int | None, rate: float | None = None,
                          out: Path | None = None) -> None:
-    """--workload, --model, --hardware, --rate, --num-requests, --seed, --json, --out."""
+    """--workload, --model, --hardware, --rate, --num-requests, --seed, --slo or --classes,
+    --json, --out."""
     parser.add_argument("--workload", default=DEFAULT_WORKLOAD, metavar="NAME_OR_PATH",
                         help=f"a synthetic workload ({', '.join(synthetic_names())}) or a trace "
                         "file (Azure 2023 CSV, Mooncake JSONL, length-only CSV; detected) "
@@ -30,6 +32,7 @@ def add_workload_options(parser: argparse.ArgumentParser, *, model: str, hardwar
                             f" (default: {num_requests})" if num_requests else " (default: all)"))
     parser.add_argument("--seed", type=int, default=0, help="seed of synthetic workloads "
                         "and of generated arrivals (default: 0)")
+    add_slo_options(parser)
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the report as JSON"
                         + (" (default: DIR/report.json)" if out else ""))
     parser.add_argument("--out", type=Path, default=out, metavar="DIR",
@@ -40,3 +43,23 @@ def add_policy_option(parser: argparse.ArgumentParser, default: str) -> None:
     """--policy NAME (or `all`)."""
     parser.add_argument("--policy", default=default, choices=[*POLICIES, "all"],
                         help=f"scheduling policy, or `all` side by side (default: {default})")
+
+
+def add_slo_options(parser: argparse.ArgumentParser, default: str | None = "default") -> None:
+    """--slo NAME or --classes NAME:SHARE,... (one of them); `default`: the --slo default, or
+    None to leave the workload's classes as they are when neither is given."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--slo", default=default, metavar="NAME",
+                       help=f"one SLO class for every request: {', '.join(SLO_PRESETS)} "
+                       "(default: " + (default or "the benchmark's own classes") + ")")
+    group.add_argument("--classes", metavar="NAME:SHARE,...",
+                       help="a mix of SLO classes, each request's class drawn with the seed, "
+                       "priorities by tightness (shortest TTFT target first), e.g. "
+                       f"interactive:0.3,batch:0.7; or a named set: {', '.join(SLO_SETS)}")
+
+
+def slo_set_of(args: argparse.Namespace) -> SLOSet | None:
+    """The SLO set that --classes or --slo name (None when neither is given nor defaulted)."""
+    if args.classes is not None:
+        return parse_slo_set(args.classes)
+    return None if args.slo is None else one_class(args.slo)

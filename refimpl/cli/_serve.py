@@ -6,18 +6,23 @@ import argparse
 import sys
 from pathlib import Path
 
+from refimpl.cli._options import slo_set_of
+from refimpl.config import SLO_SETS
 from refimpl.engine import SimulationResult, loop_ready, simulate, warm_up
 from refimpl.metrics.plots import plot_latency_cdfs, plot_timeline
 from refimpl.metrics.report import build_report, write_report
 from refimpl.metrics.table import format_comparison, format_run
 from refimpl.report.progress import ProgressBar
-from refimpl.workloads import make_workload
+from refimpl.workloads import assign_slo_set, make_workload
 
 
 def simulate_policies(args: argparse.Namespace, policies: list[str]) -> dict[str, SimulationResult]:
     """Simulate every policy on the workload the options describe, with a progress bar."""
+    slo_set = slo_set_of(args)
     workload = make_workload(args.workload, num_requests=args.num_requests, rate=args.rate,
                              seed=args.seed)
+    if slo_set is not None:
+        workload = assign_slo_set(workload, slo_set, seed=args.seed)
     show = sys.stderr.isatty()
     if not loop_ready():  # the first run in this process compiles, or loads, the loop
         print("preparing the serving loop (compiled once per machine, about two minutes; "
@@ -36,7 +41,12 @@ def report(args: argparse.Namespace, results: dict[str, SimulationResult]) -> No
     """Print the table(s); write the JSON report and the plots where asked."""
     summaries = {name: result.summary() for name, result in results.items()}
     first = next(iter(results.values()))
-    print(f"workload {first.settings['workload']}: {first.settings['num_requests']} requests, "
+    slo_set = slo_set_of(args)
+    # A named set is shown with what it stands for; a spec or a preset name says it already.
+    label = "" if slo_set is None else f", SLO {slo_set.name}" + (
+        f" ({slo_set.spec})" if slo_set.name in SLO_SETS else "")
+    print(f"workload {first.settings['workload']}: {first.settings['num_requests']} requests"
+          f"{label}, "
           f"{first.settings['model']} on {first.settings['hardware']} "
           f"({first.settings['step_model']}, {first.settings['kv_pages']} KV pages)")
     if len(results) == 1:
@@ -48,7 +58,8 @@ def report(args: argparse.Namespace, results: dict[str, SimulationResult]) -> No
               f"({len(result.requests) / max(result.wall_s, 1e-9):,.0f} requests/s)")
     runs = {name: (r.requests, r.steps) for name, r in results.items()}
     if args.json is not None:
-        settings = {**first.settings, "policies": list(results), "rate": args.rate}
+        settings = {**first.settings, "policies": list(results), "rate": args.rate,
+                    "slo_set": None if slo_set is None else slo_set.describe()}
         settings.pop("policy", None)
         print(f"report: {write_report(build_report(runs, settings), args.json)}")
     if args.out is not None:

@@ -1,7 +1,8 @@
 """`refimpl bench SUITE`: run one benchmark suite, print its figures and optionally write JSON.
 
 Each suite is a module `refimpl.bench.<name>` with `run(quick=, num_threads=, json_path=)`;
-adding a suite is one more name in `SUITES`.
+adding a suite is one more name in `SUITES`. The suites that serve a workload (`WORKLOAD_SUITES`)
+also take `--slo`/`--classes`, passed on as `run(slo_set=)`.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import argparse
 import importlib
 from pathlib import Path
+
+from refimpl.cli._options import add_slo_options, slo_set_of
 
 SUITES = {
     "kernels": "attention kernels: prefill vs PyTorch/oracle/GEMM, decode vs memory read",
@@ -19,6 +22,7 @@ SUITES = {
     "costmodel": "cost model: held-out MAPE vs DistServe baseline, look-up cost, profile time",
     "admission": "overload at 1x-8x capacity: goodput and SLOs of slo with/without admission, vllm",
 }
+WORKLOAD_SUITES = ("engine", "serving", "admission")  # the suites whose runs serve a workload
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,6 +39,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         suite.add_argument("--quick", action="store_true", help="fewer and smaller shapes")
         suite.add_argument("--threads", type=int, metavar="N", help="measure with N threads "
                            "only (default: 1 and 2)")
+        if name in WORKLOAD_SUITES:  # no default: each suite keeps its own classes unless told
+            add_slo_options(suite, default=None)
         suite.set_defaults(run=run)
 
 
@@ -45,5 +51,6 @@ def run(args: argparse.Namespace) -> int:
 
         raise ConfigError("--threads", args.threads, "must be at least 1")
     module = importlib.import_module(f"refimpl.bench.{args.suite}")
-    module.run(quick=args.quick, num_threads=args.threads, json_path=args.json)
+    options = {"slo_set": slo_set_of(args)} if args.suite in WORKLOAD_SUITES else {}
+    module.run(quick=args.quick, num_threads=args.threads, json_path=args.json, **options)
     return 0

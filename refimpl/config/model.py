@@ -109,8 +109,10 @@ def _preset(**fields: object) -> ModelConfig:
 
 # Published dimensions. Sources: each model's config.json on the Hugging Face Hub
 # (meta-llama/Llama-2-7b-hf, meta-llama/Llama-2-70b-hf, meta-llama/Meta-Llama-3-8B,
-# mistralai/Mistral-7B-v0.1, facebook/opt-13b) and the papers: Touvron et al. 2023 (Llama 2),
-# Meta 2024 (Llama 3), Jiang et al. 2023 (Mistral 7B), Zhang et al. 2022 (OPT).
+# meta-llama/Llama-3.1-8B, Qwen/Qwen2.5-7B-Instruct, mistralai/Mistral-7B-v0.1,
+# facebook/opt-13b) and the papers: Touvron et al. 2023 (Llama 2), Meta 2024 (Llama 3 and 3.1,
+# "The Llama 3 Herd of Models"), Qwen Team 2024 (Qwen2.5 technical report), Jiang et al. 2023
+# (Mistral 7B), Zhang et al. 2022 (OPT).
 MODEL_PRESETS: dict[str, ModelConfig] = {
     # Ours: small enough that refimpl's CPU kernels generate a token in a few milliseconds,
     # with GQA (8 query heads share 2 KV heads) so every kernel path is exercised.
@@ -130,6 +132,22 @@ MODEL_PRESETS: dict[str, ModelConfig] = {
     "llama-3-8b": _preset(
         name="llama-3-8b", num_layers=32, num_heads=32, num_kv_heads=8, head_dim=128,
         hidden_size=4096, intermediate_size=14336, vocab_size=128256, max_context=8192,
+        kv_dtype="bfloat16", weight_dtype="bfloat16",
+    ),
+    # Llama 3.1 8B: Llama 3 8B's shape with a 128k context (max_position_embeddings 131072,
+    # reached by Llama 3.1's RoPE scaling; refimpl only needs the limit).
+    "llama-3.1-8b": _preset(
+        name="llama-3.1-8b", num_layers=32, num_heads=32, num_kv_heads=8, head_dim=128,
+        hidden_size=4096, intermediate_size=14336, vocab_size=128256, max_context=131072,
+        kv_dtype="bfloat16", weight_dtype="bfloat16",
+    ),
+    # Qwen2.5 7B (Instruct): its config.json's native 32,768 tokens. Qwen serves 131,072 with
+    # YaRN rope scaling turned on; for that, `ModelConfig.preset("qwen2.5-7b",
+    # max_context=131072)`. Its Q/K/V projections have biases (4,608 per layer, 129k in all,
+    # 0.002% of 7.6B), which `num_parameters` leaves out like every norm.
+    "qwen2.5-7b": _preset(
+        name="qwen2.5-7b", num_layers=28, num_heads=28, num_kv_heads=4, head_dim=128,
+        hidden_size=3584, intermediate_size=18944, vocab_size=152064, max_context=32768,
         kv_dtype="bfloat16", weight_dtype="bfloat16",
     ),
     # Mistral 7B v0.1 uses a 4,096-token sliding window; refimpl attends to the whole context.

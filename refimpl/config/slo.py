@@ -2,7 +2,9 @@
 
 TTFT is the time from a request's arrival to its first output token; TPOT the mean time between
 its later tokens. A request meets its SLO when both are within target. Priority follows vLLM's
-convention: a smaller number is served first (0 is the most urgent class).
+convention: a smaller number is served first (0 is the most urgent class). The presets are ours
+(interactive, default, batch) and MLPerf Inference's server-scenario limits (`mlperf-*`);
+slo_sets.py mixes them into classes with shares.
 """
 
 from __future__ import annotations
@@ -58,8 +60,23 @@ class PriorityClass:
 # Targets of the order used in the serving literature for chat (TTFT well under a second,
 # TPOT near reading speed), a default class, and offline batch work (DistServe, Zhong et al.
 # 2024, Table 1, uses 0.125-15 s TTFT and 0.1-0.2 s TPOT across its applications).
-SLO_PRESETS: dict[str, SLO] = {
+_LITERATURE = {
     "interactive": SLO(ttft_s=0.5, tpot_s=0.05),
     "default": SLO(ttft_s=2.0, tpot_s=0.1),
     "batch": SLO(ttft_s=30.0, tpot_s=0.5),
 }
+
+# MLPerf Inference's server-scenario latency limits for its LLM benchmarks: the "Server latency
+# constraint" column of the Datacenter table in the MLPerf Inference Rules (MLCommons,
+# github.com/mlcommons/inference_policies, inference_rules.adoc, section "Benchmarks"; the
+# `-interactive` names are its "Interactive category"). Named `mlperf-<benchmark>` after
+# MLPerf's own benchmark names. MLPerf bounds the run's 99th percentiles of TTFT and TPOT;
+# refimpl applies the same limits to each request, so attainment is the share within them.
+_MLPERF = {
+    "mlperf-llama3.1-8b": SLO(ttft_s=2.0, tpot_s=0.1),
+    "mlperf-llama3.1-8b-interactive": SLO(ttft_s=0.5, tpot_s=0.03),
+    "mlperf-llama2-70b": SLO(ttft_s=2.0, tpot_s=0.2),
+    "mlperf-llama2-70b-interactive": SLO(ttft_s=0.45, tpot_s=0.04),
+}
+
+SLO_PRESETS: dict[str, SLO] = {**_LITERATURE, **_MLPERF}

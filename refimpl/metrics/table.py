@@ -1,7 +1,8 @@
 """Text tables of run summaries for people: one run in detail, or several policies side by side.
 
 Both read the dicts that `summarize` returns. Latencies are shown in the unit that gives 1-999
-(us, ms, s), rates with three significant figures, and missing figures (None) as '-'.
+(us, ms, s), rates with three significant figures, counts with thousands separators, and
+missing figures (None) as '-'. Both say why requests were rejected, reasons by count.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Callable, Sequence
 from refimpl.metrics.percentiles import PERCENTILES
 from refimpl.report.units import format_seconds
 
-__all__ = ["format_comparison", "format_run"]
+__all__ = ["format_comparison", "format_reasons", "format_run"]
 
 MISSING = "-"  # shown where a figure has no data (e.g. no finished requests)
 
@@ -34,7 +35,13 @@ def _percent(value: float | None) -> str:
 
 
 def _count(value: int | None) -> str:
-    return MISSING if value is None else str(value)
+    return MISSING if value is None else f"{value:,}"
+
+
+def format_reasons(counts: dict[str, int], none: str = "none") -> str:
+    """`exceeds_context 1,100, ttft_p95 103`: reasons by count, most first (`none` if empty)."""
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return ", ".join(f"{reason} {_count(n)}" for reason, n in ordered) or none
 
 
 # The side-by-side columns: (header, summary key, formatter).
@@ -74,15 +81,18 @@ def _render(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def format_comparison(summaries: dict[str, dict]) -> str:
-    """Policies side by side: a row per policy (in the given order), key figures as columns."""
+    """Policies side by side: a row per policy (in the given order), key figures as columns;
+    below, a line per policy that rejected requests, saying why."""
     header = ["policy", *(title for title, _, _ in COMPARISON_COLUMNS)]
     rows = [[name, *(fmt(summary.get(key)) for _, key, fmt in COMPARISON_COLUMNS)]
             for name, summary in summaries.items()]
-    return _render(header, rows)
-
-
-def _reasons(counts: dict[str, int]) -> str:
-    return ", ".join(f"{reason} {n}" for reason, n in counts.items()) or "none"
+    # Below the table, not a column: reason lists vary in length and would stretch every row.
+    rejecting = {name: s for name, s in summaries.items() if s.get("num_rejected")}
+    width = max((len(name) for name in rejecting), default=0)
+    why = [f"  {name:<{width}}  rejected {_count(s['num_rejected'])}: "
+           f"{format_reasons(s.get('rejected_by_reason') or {})}"
+           for name, s in rejecting.items()]
+    return "\n".join([_render(header, rows), *(["", "rejected by reason:", *why] if why else [])])
 
 
 def format_run(summary: dict, title: str = "run") -> str:
@@ -92,11 +102,11 @@ def format_run(summary: dict, title: str = "run") -> str:
     rows = [[label, *(_seconds(s[f"{prefix}_p{q}_s"]) for q in PERCENTILES),
              _seconds(s[f"{prefix}_mean_s"])] for label, prefix in LATENCY_ROWS]
     lines = [
-        f"{title}: {s['num_requests']} requests, {s['num_finished']} finished, "
-        f"{s['num_rejected']} rejected, {s['num_preempted']} preempted "
-        f"({s['num_preemptions']} preemptions)",
-        f"  finished by reason: {_reasons(s['finished_by_reason'])}",
-        f"  rejected by reason: {_reasons(s['rejected_by_reason'])}",
+        f"{title}: {_count(s['num_requests'])} requests, {_count(s['num_finished'])} finished, "
+        f"{_count(s['num_rejected'])} rejected, {_count(s['num_preempted'])} preempted "
+        f"({_count(s['num_preemptions'])} preemptions)",
+        f"  finished by reason: {format_reasons(s['finished_by_reason'])}",
+        f"  rejected by reason: {format_reasons(s['rejected_by_reason'])}",
         "",
         _render(header, rows),
         "",

@@ -12,6 +12,7 @@ from refimpl.workloads.synthetic import (
 )
 from refimpl.workloads.transforms import (
     assign_classes,
+    assign_slo_set,
     clip_to_context,
     head,
     scale_to_rate,
@@ -27,6 +28,7 @@ __all__ = [
     "TRACE_FORMATS",
     "Workload",
     "assign_classes",
+    "assign_slo_set",
     "clip_to_context",
     "detect_format",
     "fit_length_distribution",

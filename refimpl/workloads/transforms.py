@@ -16,10 +16,13 @@ import numpy as np
 from refimpl.config._validate import positive_int, positive_real
 from refimpl.config.model import ModelConfig
 from refimpl.config.slo import PriorityClass
+from refimpl.config.slo_sets import SLOSet
 from refimpl.errors import ConfigError
 from refimpl.workloads.workload import Workload
 
-__all__ = ["assign_classes", "clip_to_context", "head", "scale_to_rate", "window"]
+__all__ = [
+    "assign_classes", "assign_slo_set", "clip_to_context", "head", "scale_to_rate", "window",
+]
 
 MOONCAKE_BLOCK_TOKENS = 512  # tokens per Mooncake hash block: a clipped prompt keeps fewer ids
 
@@ -119,3 +122,8 @@ def assign_classes(
         ttft_slo_s=np.array([c.slo.ttft_s for c in classes], dtype=np.float64)[drawn],
         tpot_slo_s=np.array([c.slo.tpot_s for c in classes], dtype=np.float64)[drawn],
     )
+
+
+def assign_slo_set(workload: Workload, slo_set: SLOSet, seed: int = 0) -> Workload:
+    """Give each request a class of `slo_set`, drawn with the set's shares (seeded)."""
+    return assign_classes(workload, slo_set.classes, slo_set.shares, seed=seed)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from refimpl.cli import main
 from refimpl.sched import POLICIES
 
@@ -50,3 +52,84 @@ def test_a_missing_trace_is_a_one_line_error(tmp_path, capsys):
     assert main(["simulate", "--workload", str(tmp_path / "nope.csv")]) == 2
     err = capsys.readouterr().err
     assert "workload=" in err and "nope.csv" in err and "Traceback" not in err
+
+
+def _report(path) -> dict:
+    return json.loads(path.read_text())
+
+
+def test_slo_interactive_puts_every_request_in_that_class_and_the_report_says_so(tmp_path,
+                                                                                capsys):
+    path = tmp_path / "run.json"
+    assert main(["simulate", "--num-requests", "50", "--policy", "vllm", "--slo", "interactive",
+                 "--json", str(path)]) == 0
+    assert "SLO interactive" in capsys.readouterr().out
+    report = _report(path)
+    assert report["settings"]["slo_set"]["classes"] == [
+        {"name": "interactive", "priority": 0, "ttft_s": 0.5, "tpot_s": 0.05, "weight": 1.0,
+         "share": 1.0}]
+    assert set(report["policies"]["vllm"]["by_class"]) == {"interactive"}
+
+
+def test_classes_mix_is_drawn_seeded_and_recorded(tmp_path):
+    paths = [tmp_path / f"{i}.json" for i in range(2)]
+    for path in paths:
+        assert main(["simulate", "--num-requests", "50", "--policy", "vllm", "--classes",
+                     "interactive:0.3,batch:0.7", "--json", str(path)]) == 0
+    first, second = (_report(p) for p in paths)
+    by_class = first["policies"]["vllm"]["by_class"]
+    assert set(by_class) == {"interactive", "batch"}
+    assert by_class["interactive"]["num_requests"] < by_class["batch"]["num_requests"]
+    assert first["settings"]["slo_set"]["spec"] == "interactive:0.3,batch:0.7"
+    assert [by_class[c]["num_requests"] for c in by_class] == [
+        second["policies"]["vllm"]["by_class"][c]["num_requests"] for c in by_class]
+
+
+def test_the_default_is_the_one_default_class(tmp_path):
+    path = tmp_path / "run.json"
+    assert main(["simulate", "--num-requests", "20", "--policy", "vllm", "--json",
+                 str(path)]) == 0
+    assert _report(path)["settings"]["slo_set"]["name"] == "default"
+
+
+def test_demo_takes_a_named_slo_set(tmp_path, capsys):
+    assert main(["demo", "--num-requests", "50", "--classes", "chat-batch",
+                 "--out", str(tmp_path)]) == 0
+    assert "SLO chat-batch (interactive:0.5,batch:0.5)" in capsys.readouterr().out
+    report = _report(tmp_path / "report.json")
+    assert report["settings"]["slo_set"]["name"] == "chat-batch"
+    for summary in report["policies"].values():
+        assert set(summary["by_class"]) == {"interactive", "batch"}
+
+
+def test_slo_and_classes_together_are_refused(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["simulate", "--slo", "interactive", "--classes", "batch:1"])
+    assert info.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "fragment"), [
+    (["--slo", "realtime"], "slo='realtime': unknown SLO preset"),
+    (["--classes", "interactive:0"], "share='0'"),
+    (["--classes", "interactive:1,interactive:1"], "classes='interactive': named twice"),
+    (["--classes", "nope"], "classes='nope'"),
+])
+def test_bad_slo_options_are_one_line_errors(argv, fragment, capsys):
+    assert main(["simulate", "--num-requests", "5", *argv]) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and "Traceback" not in err
+
+
+def test_policy_all_says_why_requests_were_rejected(tmp_path, capsys):
+    trace = tmp_path / "long.csv"  # half the prompts exceed opt-13b's 2,048-token context
+    trace.write_text("num_prefill_tokens,num_decode_tokens\n"
+                     + "".join(f"{4000 if i % 2 else 100},20\n" for i in range(20)))
+    assert main(["simulate", "--workload", str(trace), "--rate", "5", "--model", "opt-13b",
+                 "--policy", "all"]) == 0
+    out = capsys.readouterr().out
+    assert "rejected by reason:" in out
+    reasons = out.split("rejected by reason:", 1)[1]
+    for policy in POLICIES:
+        assert f"{policy}" in reasons
+    assert "rejected 10: exceeds_context 10" in reasons

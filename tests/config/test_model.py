@@ -18,6 +18,8 @@ from refimpl.errors import ConfigError, RefimplError
         ("opt-13b", 819_200),  # the vLLM paper's "about 800 KB" per token
         ("llama-3-8b", 131_072),  # GQA: 8 KV heads
         ("llama-2-70b", 327_680),  # GQA: 8 KV heads over 80 layers
+        ("llama-3.1-8b", 131_072),  # Llama 3 8B's shape
+        ("qwen2.5-7b", 57_344),  # 2 * 28 layers * 4 KV heads * 128 * 2 bytes
     ],
 )
 def test_kv_bytes_per_token_matches_published_fp16_figures(name, bytes_per_token):
@@ -38,8 +40,9 @@ def test_kv_bytes_scale_with_dtype_width():
 
 def test_parameter_counts_match_published_sizes():
     # Published sizes: Llama 2 7B is 6.74B, 70B is 68.98B; Llama 3 8B is 8.03B; Mistral 7B 7.24B.
+    # Llama 3.1 8B is 8.03B, Qwen2.5 7B 7.61B (its model card; QKV biases and norms left out).
     expected = {"llama-2-7b": 6.74e9, "llama-2-70b": 68.98e9, "llama-3-8b": 8.03e9,
-                "mistral-7b": 7.24e9}
+                "mistral-7b": 7.24e9, "llama-3.1-8b": 8.03e9, "qwen2.5-7b": 7.61e9}
     for name, count in expected.items():
         assert ModelConfig.preset(name).num_parameters() == pytest.approx(count, rel=0.01)
 
@@ -49,6 +52,23 @@ def test_every_preset_is_valid_and_named_after_its_key():
         assert model.name == key
         assert model.num_heads % model.num_kv_heads == 0
         assert model.num_heads * model.head_dim == model.hidden_size
+
+
+def test_long_context_presets_have_their_published_shapes():
+    """config.json of meta-llama/Llama-3.1-8B and Qwen/Qwen2.5-7B-Instruct on the Hub."""
+    llama = ModelConfig.preset("llama-3.1-8b")
+    assert (llama.num_layers, llama.num_heads, llama.num_kv_heads, llama.head_dim) == (
+        32, 32, 8, 128)
+    assert (llama.hidden_size, llama.intermediate_size, llama.vocab_size) == (
+        4096, 14336, 128256)
+    assert llama.max_context == 131_072 and llama.kv_dtype == llama.weight_dtype == "bfloat16"
+    qwen = ModelConfig.preset("qwen2.5-7b")
+    assert (qwen.num_layers, qwen.num_heads, qwen.num_kv_heads, qwen.head_dim) == (
+        28, 28, 4, 128)
+    assert (qwen.hidden_size, qwen.intermediate_size, qwen.vocab_size) == (
+        3584, 18944, 152064)
+    assert qwen.max_context == 32_768 and qwen.kv_dtype == qwen.weight_dtype == "bfloat16"
+    assert ModelConfig.preset("qwen2.5-7b", max_context=131_072).max_context == 131_072  # YaRN
 
 
 def test_tiny_preset_is_small_enough_to_run_on_the_cpu():

@@ -15,6 +15,20 @@ def test_slo_is_met_only_when_both_targets_hold():
     assert not slo.is_met(0.5, 0.11)
 
 
+@pytest.mark.parametrize(("name", "ttft_s", "tpot_s"), [
+    ("mlperf-llama3.1-8b", 2.0, 0.1), ("mlperf-llama3.1-8b-interactive", 0.5, 0.03),
+    ("mlperf-llama2-70b", 2.0, 0.2), ("mlperf-llama2-70b-interactive", 0.45, 0.04),
+])
+def test_mlperf_presets_carry_the_server_scenario_limits(name, ttft_s, tpot_s):
+    assert SLO.preset(name) == SLO(ttft_s=ttft_s, tpot_s=tpot_s)
+
+
+def test_the_literature_presets_stay():
+    assert SLO.preset("interactive") == SLO(0.5, 0.05)
+    assert SLO.preset("default") == SLO(2.0, 0.1)
+    assert SLO.preset("batch") == SLO(30.0, 0.5)
+
+
 def test_presets_order_interactive_tighter_than_batch():
     interactive, batch = SLO.preset("interactive"), SLO.preset("batch")
     assert interactive.ttft_s < batch.ttft_s and interactive.tpot_s < batch.tpot_s

@@ -5,7 +5,7 @@ from __future__ import annotations
 from refimpl.metrics import format_comparison, format_run, summarize
 from refimpl.metrics.table import COMPARISON_COLUMNS, MISSING
 
-from ._records import make_requests, make_steps
+from ._records import make_requests, make_steps, rejected
 from .test_summary import ROWS
 
 STEPS = make_steps([1.0, 1.0], kv_used_pages=[2, 5], kv_total_pages=10,
@@ -17,8 +17,7 @@ def test_side_by_side_has_every_policy_and_key_figure():
             "sarathi": summarize(make_requests(ROWS[:3])),
             "prefill-first": summarize(make_requests([]))}
     text = format_comparison(runs)
-    lines = text.splitlines()
-    assert len(lines) == 2 + len(runs)  # header, rule, a row per policy
+    lines = text.splitlines()[:2 + len(runs)]  # header, rule, a row per policy
     for title, _, _ in COMPARISON_COLUMNS:
         assert title in lines[0]
     for line, name in zip(lines[2:], runs, strict=True):
@@ -28,6 +27,29 @@ def test_side_by_side_has_every_policy_and_key_figure():
                    "50.0%", "2.98 ms"):
         assert figure in vllm, figure
     assert lines[4].split()[1:] == ["0", "0", "0"] + [MISSING] * (len(COMPARISON_COLUMNS) - 3)
+
+
+def test_side_by_side_says_why_each_rejecting_policy_rejected():
+    many = ROWS + [rejected(5.0 + i, "exceeds_context") for i in range(1203)] + [
+        rejected(9.0, "ttft_p95")]
+    runs = {"slo": summarize(make_requests(many)), "vllm": summarize(make_requests(ROWS[:3]))}
+    lines = format_comparison(runs).splitlines()
+    assert "1,205" in lines[2]  # the count column, with thousands separators
+    assert lines[4:] == ["", "rejected by reason:",
+                         "  slo  rejected 1,205: exceeds_context 1,203, kv_full 1, ttft_p95 1"]
+
+
+def test_no_rejections_no_reasons_block():
+    text = format_comparison({"vllm": summarize(make_requests(ROWS[:3]))})
+    assert len(text.splitlines()) == 3 and "reason" not in text
+
+
+def test_reasons_read_most_first_with_thousands():
+    from refimpl.metrics.table import format_reasons
+
+    assert format_reasons({"ttft_p95": 103, "exceeds_context": 1100, "a": 103}) == (
+        "exceeds_context 1,100, a 103, ttft_p95 103")
+    assert format_reasons({}) == "none" and format_reasons({}, none="-") == "-"
 
 
 def test_columns_line_up():

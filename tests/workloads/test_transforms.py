@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from refimpl.config import SLO_PRESETS, ModelConfig, PriorityClass
+from refimpl.config import SLO_PRESETS, ModelConfig, PriorityClass, one_class, slo_set
 from refimpl.errors import ConfigError
 from refimpl.workloads import (
     DEFAULT_CLASS,
     assign_classes,
+    assign_slo_set,
     clip_to_context,
     head,
     new_workload,
@@ -106,6 +107,23 @@ def test_assign_classes_follows_the_weights_and_is_seeded():
     np.testing.assert_array_equal(assigned.slo_class, again.slo_class)
     other = assign_classes(workload, [INTERACTIVE, BATCH], [3.0, 1.0], seed=6)
     assert not np.array_equal(assigned.slo_class, other.slo_class)
+
+
+def test_assign_slo_set_draws_the_shares_seeded_and_one_class_changes_every_request():
+    workload = synthetic(num_requests=20_000)
+    mixed = assign_slo_set(workload, slo_set("interactive:0.3,batch:0.7"), seed=3)
+    is_interactive = mixed.slo_class == "interactive"  # (n,) bool
+    assert is_interactive.mean() == pytest.approx(0.3, abs=0.02)
+    np.testing.assert_array_equal(mixed.priority, np.where(is_interactive, 0, 1))
+    reordered = assign_slo_set(workload, slo_set("batch:0.7,interactive:0.3"), seed=3)
+    is_interactive = reordered.slo_class == "interactive"  # priority follows tightness
+    np.testing.assert_array_equal(reordered.priority, np.where(is_interactive, 0, 1))
+    same = assign_slo_set(workload, slo_set("interactive:0.3,batch:0.7"), seed=3)
+    np.testing.assert_array_equal(mixed.slo_class, same.slo_class)
+    one = assign_slo_set(SMALL, one_class("mlperf-llama2-70b-interactive"))
+    assert set(one.slo_class) == {"mlperf-llama2-70b-interactive"}
+    np.testing.assert_array_equal(one.ttft_slo_s, 0.45)
+    np.testing.assert_array_equal(one.tpot_slo_s, 0.04)
 
 
 @pytest.mark.parametrize(
