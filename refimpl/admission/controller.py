@@ -117,6 +117,14 @@ class AdmissionController(Gate):
         decide.arrive(self.state, a.ints, a.floats, a.kv, i, now_s, self._out)
         return self._decision(0)
 
+    def admit(self, i: int, now_s: float) -> Decision:
+        """Accept request `i` whatever the estimates say, booked as any accepted one (an
+        override: e.g. to replay the counterfactual of a rejection)."""
+        a = self.ctx.arrays
+        decide.commit(self.state, a.ints, a.floats, a.kv, i, now_s, decide.ACCEPT, 0, 0,
+                      self._out, 0)
+        return self._decision(0)
+
     def poll(self, now_s: float) -> list[tuple[int, Decision]]:
         """Decide again on the queued requests; those that leave the queue, with why."""
         a = self.ctx.arrays

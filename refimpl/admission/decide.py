@@ -53,7 +53,7 @@ from refimpl.sched.table import (
     TTFT_SLO,
 )
 
-__all__ = ["arrive", "observe", "poll"]
+__all__ = ["arrive", "commit", "decide", "observe", "poll"]
 
 ACCEPT, QUEUE, DEGRADE, REJECT = range(4)  # the loop's action codes
 
@@ -97,7 +97,7 @@ def arrive(s, ints, floats, kv, i, now, gate_out):
         else:
             s.queue[s.counts[S.NUM_QUEUED]] = i
             s.counts[S.NUM_QUEUED] += 1
-    _commit(s, ints, floats, kv, i, now, action, reason, cap, gate_out, 0)
+    commit(s, ints, floats, kv, i, now, action, reason, cap, gate_out, 0)
 
 
 @kernel
@@ -120,7 +120,7 @@ def poll(s, ints, floats, kv, now, gate_out):
             s.queue[kept] = i
             kept += 1
         else:
-            _commit(s, ints, floats, kv, i, now, action, reason, cap, gate_out, num_left)
+            commit(s, ints, floats, kv, i, now, action, reason, cap, gate_out, num_left)
             num_left += 1
     s.counts[S.NUM_QUEUED] = kept
     s.counts[S.FREED] = 0
@@ -139,7 +139,7 @@ def _too_late(s, ints, floats, i, now):
 
 
 @kernel
-def _commit(s, ints, floats, kv, i, now, action, reason, cap, gate_out, column):
+def commit(s, ints, floats, kv, i, now, action, reason, cap, gate_out, column):
     """Count the decision, book an admitted request's load, and write the decision out."""
     s.decisions[action, reason] += 1
     gate_out[0, column], gate_out[1, column] = i, action
