@@ -26,9 +26,11 @@ WAITING, RUNNING, FINISHED, REJECTED = (int(s) for s in RequestStatus)
 # Every reason a request ends or is refused for; index 0 is "no reason yet".
 REASONS = ("", "completed", "length_capped", "exceeds_context", "exceeds_kv_capacity",
            "unschedulable", "ttft_p95", "tpot_p95", "kv_watermark", "queue_full",
-           "queue_timeout")
+           "queue_timeout", "ttft_unattainable")
 (NO_REASON, COMPLETED, LENGTH_CAPPED, EXCEEDS_CONTEXT, EXCEEDS_KV_CAPACITY,
  UNSCHEDULABLE) = range(6)
+# `edf`'s TTFT guard: the request could not meet its TTFT target even if served alone from now.
+TTFT_UNATTAINABLE = REASONS.index("ttft_unattainable")
 
 # Rows of `ints`, then of `floats`, each in `Request` field names.
 INT_FIELDS = ("status", "prompt_tokens", "max_new_tokens", "num_computed", "num_generated",
