@@ -3,8 +3,10 @@
 Two halves around the executor. `prepare` makes the KV cache what the plan says before the
 step runs (the kernels of a real step write into those pages): spilled requests come back,
 pages are quantized, requests spill to the CPU tier, early finishes end a request with its
-output kept, preemptions drop a request's KV (it recomputes its prompt and output later,
-vLLM's recompute preemption), then every scheduled request's KV grows by its tokens.
+output kept (one with no output yet ends rejected, with the plan's reason: edf's TTFT guard
+refuses waiting requests so), preemptions drop a request's KV (it recomputes its prompt and
+output later, vLLM's recompute preemption), then every scheduled request's KV grows by its
+tokens.
 `commit_tokens` counts the computed tokens once the step has run and emits an output token
 for each request whose computed tokens caught up with its known ones (vLLM v1's rule: no
 prefill flag, decode is the case of one token left), finishing those that reached their
@@ -53,6 +55,7 @@ from refimpl.sched.table import (
     PREEMPTIONS,
     PROMPT,
     REASON,
+    REJECTED,
     RUNNING,
     STATUS,
     WAITING,
@@ -104,7 +107,9 @@ def prepare(ints, floats, kv, entries, sizes, now, finished, started, ones, chec
         moved += pages
     for k in range(sizes[NUM_FINISH]):
         i = entries[FINISH_ROW, k]
-        end_request(ints, floats, kv, i, FINISHED, entries[FINISH_REASON, k], now)
+        # before its first token nothing was served: ended so, a request is rejected
+        status = FINISHED if ints[GENERATED, i] > 0 else REJECTED
+        end_request(ints, floats, kv, i, status, entries[FINISH_REASON, k], now)
         finished[num_finished] = i
         num_finished += 1
     for k in range(sizes[NUM_PREEMPT]):

@@ -30,10 +30,21 @@ from refimpl.sched.plan import (
     new_plan_arrays,
     read_plan,
 )
+from refimpl.sched.policies.edf import plan_edf
 from refimpl.sched.policies.prefill_first import plan_prefill_first
 from refimpl.sched.policies.sarathi import plan_sarathi
+from refimpl.sched.policies.sarathi_edf import plan_sarathi_edf
 from refimpl.sched.policies.vllm import plan_vllm
-from refimpl.sched.policy import PREFILL_FIRST, PYTHON, SARATHI, SLO, VLLM, Policy
+from refimpl.sched.policy import (
+    EDF,
+    PREFILL_FIRST,
+    PYTHON,
+    SARATHI,
+    SARATHI_EDF,
+    SLO,
+    VLLM,
+    Policy,
+)
 from refimpl.sched.queues import WAIT_LEN, Queues
 from refimpl.sched.slo.compiled import no_slo_state, plan_slo, slo_add, slo_update
 from refimpl.sched.table import COMPUTED, GENERATED, PROMPT, REASONS
@@ -68,8 +79,8 @@ def plan_once(policy: Policy, now_s: float) -> StepPlan:
         plan_slo(slo_state(policy), coefficients, arrays.ints, arrays.floats, arrays.kv,
                  plan.entries, plan.sizes, plan.kernels, now_s)
     else:
-        plan_step(policy.code, policy_params(policy), 0, arrays.ints, arrays.kv, arrays.queues,
-                  plan.entries, plan.sizes, now_s)
+        plan_step(policy.code, policy_params(policy), coefficients, 0, arrays.ints,
+                  arrays.floats, arrays.kv, arrays.queues, plan.entries, plan.sizes, now_s)
     return read_plan(plan, REASONS, [])
 
 
@@ -87,9 +98,10 @@ def policy_params(policy: Policy) -> np.ndarray:
 
 
 @kernel(calls_python=True)
-def plan_step(code, params, handle, ints, kv, q, entries, sizes, now):
+def plan_step(code, params, coefficients, handle, ints, floats, kv, q, entries, sizes, now):
     """Fill the plan of the next step (the plan arrays are empty on entry); `slo` has a call
-    of its own (`plan_slo`), so the other policies' steps do not pass its state.
+    of its own (`plan_slo`), so the other policies' steps do not pass its state. `edf` reads
+    the roofline `coefficients` (its TTFT guard's floor) and the request times in `floats`.
 
     A call, not inlined into the loop: in one function that large, Numba's reference-count
     pruning gives up, and every array of `kv` and `q` the decision touches cost two atomic
@@ -103,6 +115,12 @@ def plan_step(code, params, handle, ints, kv, q, entries, sizes, now):
     elif code == PREFILL_FIRST:
         plan_prefill_first(params[TOKEN_BUDGET], params[MAX_NUM_SEQS], ints, kv, q, entries,
                            sizes)
+    elif code == EDF:
+        plan_edf(params[TOKEN_BUDGET], params[MAX_NUM_SEQS], coefficients, ints, floats, kv, q,
+                 entries, sizes, now)
+    elif code == SARATHI_EDF:
+        plan_sarathi_edf(params[TOKEN_BUDGET], params[MAX_NUM_SEQS], ints, kv, q, entries,
+                         sizes)
     else:
         _python_schedule(handle, now)
 

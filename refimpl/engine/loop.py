@@ -96,7 +96,8 @@ def serve(config, params, rates, coefficients, ints, floats, kv, q, slo, gs, pla
         if code == SLO:
             d.plan_slo(slo, coefficients, ints, floats, kv, entries, sizes, plan.kernels, now)
         else:
-            d.plan_step(code, params, handle, ints, kv, q, entries, sizes, now)
+            d.plan_step(code, params, coefficients, handle, ints, floats, kv, q, entries,
+                        sizes, now)
         decision_s = (monotonic_ns(config[CLOCK_ID]) - started_ns) / 1e9
         if code == PYTHON:
             error, row = _check_plan(ints, entries, sizes, scratch, num_steps + 1)

@@ -37,7 +37,7 @@ __all__ = ["BASELINES", "POLICIES", "BuiltinPolicy", "Policy", "PolicyContext", 
 # Codes the loop dispatches on (refimpl.engine.dispatch): one per compiled policy, and one for
 # every plain-Python policy. `slo` runs compiled with the roofline step model, on the Python
 # path otherwise.
-PYTHON, VLLM, SARATHI, PREFILL_FIRST, SLO = range(5)
+PYTHON, VLLM, SARATHI, PREFILL_FIRST, SLO, EDF, SARATHI_EDF = range(7)
 
 
 @dataclass(frozen=True)
@@ -110,12 +110,14 @@ class BuiltinPolicy(Policy):
 _BUILTIN = {"slo": ("refimpl.sched.slo", "SLOPolicy"),
             "vllm": ("refimpl.sched.policies.vllm", "VLLMPolicy"),
             "sarathi": ("refimpl.sched.policies.sarathi", "SarathiPolicy"),
-            "prefill-first": ("refimpl.sched.policies.prefill_first", "PrefillFirstPolicy")}
+            "prefill-first": ("refimpl.sched.policies.prefill_first", "PrefillFirstPolicy"),
+            "edf": ("refimpl.sched.policies.edf", "EDFPolicy"),
+            "sarathi-edf": ("refimpl.sched.policies.sarathi_edf", "SarathiEDFPolicy")}
 
 
 # The built-in policies, the default first: the seed's SLA-aware scheduler, then the
-# baselines that mirror production engines.
-POLICIES: tuple[str, ...] = ("slo", "vllm", "sarathi", "prefill-first")
+# baselines that mirror production engines, then the deadline-aware ones from the literature.
+POLICIES: tuple[str, ...] = ("slo", "vllm", "sarathi", "prefill-first", "edf", "sarathi-edf")
 BASELINES: tuple[str, ...] = POLICIES[1:]
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from refimpl.engine import plan_once
-from refimpl.sched import Policy, make_policy
+from refimpl.sched import Policy, StepPlan, make_policy
 from refimpl.sched.queues import EPOCH
 
 from ._runs import assert_same_records, random_specs
@@ -50,7 +50,7 @@ class Probe(Policy):
         return plan
 
 
-@pytest.mark.parametrize("policy", ["vllm", "sarathi", "prefill-first"])
+@pytest.mark.parametrize("policy", ["vllm", "sarathi", "prefill-first", "edf", "sarathi-edf"])
 @pytest.mark.parametrize("num_pages", [400, 4096])  # tight (preempts) and roomy
 def test_a_decision_changes_nothing_and_the_python_path_gives_the_same_run(
         make_engine, make_requests, policy, num_pages):
@@ -63,3 +63,37 @@ def test_a_decision_changes_nothing_and_the_python_path_gives_the_same_run(
     assert_same_records(compiled.steps, probed.steps)
     if num_pages == 400:
         assert probed.requests.num_preemptions.sum() > 0  # the contract held under preemption
+
+
+class RefuseOddWaiting(Policy):
+    """vLLM's plan, and every odd waiting row without output that it does not start ended
+    through the plan."""
+
+    name = "refuse-odd"
+
+    def bind(self, ctx):
+        super().bind(ctx)
+        self.inner = make_policy("vllm")
+        self.inner.bind(ctx)
+
+    def schedule(self, now_s):
+        waiting = self.ctx.waiting()
+        assert (self.ctx.requests.status[waiting] == 0).all()  # ended ones left the queue
+        plan = plan_once(self.inner, now_s)
+        started = {i for i, _ in plan.prefill}
+        generated = self.ctx.requests.num_generated
+        refused = tuple((int(i), "refused") for i in waiting
+                        if i % 2 and i not in started and generated[i] == 0)
+        return StepPlan(plan.decode, plan.prefill, plan.preempt, refused)
+
+
+def test_a_waiting_request_ended_by_the_plan_is_rejected_and_leaves_the_queue(make_engine,
+                                                                              make_requests):
+    engine = make_engine(RefuseOddWaiting(), num_pages=400)
+    run = engine.run(make_requests(random_specs(2, 80, 0.005, 2000, 50)))
+    refused = run.requests.reason == "refused"
+    assert refused.any() and (run.requests.request_id[refused] % 2 == 1).all()
+    assert (run.requests.status[refused] == "rejected").all()
+    assert (run.requests.num_generated[refused] == 0).all()
+    assert set(run.requests.reason[~refused]) == {"completed"}
+    assert engine.pool.num_free_pages == engine.pool.num_pages

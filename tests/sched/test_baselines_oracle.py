@@ -37,7 +37,8 @@ class Oracle(Policy):
                        + [i for i in running if not self._decoding(i)])
         return self._budgeted(running)
 
-    def _budgeted(self, order):
+    def _budgeted(self, order, waiting=None):
+        """The budget step over running `order`, then `waiting` (default: the loop's queue)."""
         kv, budget, free = self.ctx.kv, self.token_budget, self.ctx.kv.num_free_pages
         decode, prefill, preempt, scheduled = [], [], [], set()
         alive = [int(i) for i in self.ctx.running()]  # start order, victims leave it
@@ -62,7 +63,7 @@ class Oracle(Policy):
             scheduled.add(i)
             (decode.append(i) if self._decoding(i) else prefill.append((i, tokens)))
         running = len(alive)
-        for i in (int(i) for i in self.ctx.waiting()):
+        for i in (int(i) for i in (self.ctx.waiting() if waiting is None else waiting)):
             if not (budget > 0 and not preempt and running < self.max_num_seqs):
                 break
             tokens = min(self._left(i), budget)

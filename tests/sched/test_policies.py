@@ -43,7 +43,7 @@ def test_factory_takes_names_classes_and_instances():
     assert make_policy(VLLMPolicy, token_budget=64).token_budget == 64
     policy = VLLMPolicy()
     assert make_policy(policy) is policy
-    assert set(POLICIES) == {"slo", "vllm", "sarathi", "prefill-first"}
+    assert set(POLICIES) == {"slo", "vllm", "sarathi", "prefill-first", "edf", "sarathi-edf"}
     assert POLICIES[0] == "slo"  # the default
 
 

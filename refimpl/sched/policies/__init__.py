@@ -1,1 +1,1 @@
-"""Baseline scheduling policies that mirror production engines."""
+"""Baseline scheduling policies: those of production engines, and deadline-aware ones."""

@@ -5,7 +5,8 @@ policy gives; each gets the tokens it still needs (one for a decode, the rest of
 otherwise), capped by what is left of the budget (long prompts are chunked). Where its pages
 do not fit, the newest running request not yet scheduled is preempted (vLLM's choice: the
 least work is lost), or failing that the request itself. Then waiting requests start in
-arrival order until one does not fit (no skipping ahead), and none starts in a step that
+queue order (arrival, or the policy's own: refimpl.sched.queues) until one does not fit (no
+skipping ahead, but past those the decision itself ended), and none starts in a step that
 preempted. The decision writes a plan and marks in the queues' scratch; it changes no request.
 """
 
@@ -74,15 +75,17 @@ def budgeted_step(token_budget, max_num_seqs, epoch, num_order, ints, kv, q, ent
         else:
             add_prefill(entries, sizes, i, tokens)
     num_running = q.sizes[NUM_RUNNING] - num_preempted
-    num_started = 0
-    while (num_started < q.sizes[WAIT_LEN] and budget > 0 and num_preempted == 0
+    k = 0
+    while (k < q.sizes[WAIT_LEN] and budget > 0 and num_preempted == 0
            and num_running < max_num_seqs):
-        i = waiting_at(q, num_started)
+        i = waiting_at(q, k)
+        k += 1
+        if marks[i] == -epoch:  # ended by this decision (edf's TTFT guard)
+            continue
         tokens = min(uncomputed(ints, i), budget)
         need = kvm.pages_needed(kv, i, ints[COMPUTED, i], tokens)
         if need > free:
             break
-        num_started += 1
         num_running += 1
         free -= need
         budget -= tokens
