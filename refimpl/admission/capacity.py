@@ -12,7 +12,8 @@ Two capacities bound what a deadline-paced scheduler (seed section 6) can serve:
   the prompt work ahead of it in the policy's own order (every admitted prompt for an
   arrival-order policy; those due no later for a deadline-order one, plus what tighter
   classes will bring before its deadline at their observed arrival rate) and its own prompt
-  are done, at the share left by the decodes: `now + kappa * work / (eta * (1 - share))`.
+  are done, at the share left by the decodes, and the step that completes it ends:
+  `now + tick + kappa * work / (eta * (1 - share))`.
   Under deadline order a newcomer also delays every prompt due after it: the gate checks that
   none of those that would be on time is pushed late.
 Both are calibrated online by the error of their own predictions, not by observed latencies
@@ -30,7 +31,16 @@ from refimpl._numba import inline_kernel, kernel
 from refimpl.admission import state as S
 from refimpl.sched.table import ARRIVAL, COMPUTED, FINISHED, PROMPT, STATUS, TPOT_SLO, TTFT_SLO
 
-__all__ = ["assess", "decode_load", "decode_share", "delivery", "prompt_seconds", "step_error"]
+__all__ = [
+    "assess",
+    "decode_load",
+    "decode_share",
+    "delivery",
+    "granularity_s",
+    "prompt_seconds",
+    "step_error",
+    "tick_s",
+]
 
 ETA_RANGE = (0.05, 2.0)  # the delivery calibration is clipped to this range
 
@@ -69,18 +79,32 @@ def delivery(s):
 
 
 @inline_kernel
-def decode_share(s, extra_load, extra_tpot):
-    """The machine's share spent decoding with `extra_load` added at TPOT `extra_tpot`."""
+def tick_s(s, extra_tpot):
+    """How long a step lasts: the tightest admitted TPOT target (and `extra_tpot`), within
+    the tick bounds, as the `slo` policy paces its ticks."""
     f = s.fparams
     tightest = extra_tpot
     for c in range(S.MAX_CLASSES):
         if s.tpot_counts[c] > 0 and s.tpot_targets[c] < tightest:
             tightest = s.tpot_targets[c]
+    return min(max(tightest, f[S.MIN_TICK_S]), f[S.MAX_TICK_S])
+
+
+@inline_kernel
+def granularity_s(s):
+    """How late after its prompt's work a first token may come: it comes at the end of the
+    step that completes the prompt, up to a tick later while decodes pace the steps (none
+    when nothing decodes: a step then lasts just its work)."""
+    return tick_s(s, np.inf) if s.totals[S.LOAD] > 0 else 0.0
+
+
+@inline_kernel
+def decode_share(s, extra_load, extra_tpot):
+    """The machine's share spent decoding with `extra_load` added at TPOT `extra_tpot`."""
     load = s.totals[S.LOAD] + extra_load
     if load <= 0:
         return 0.0
-    tick = min(max(tightest, f[S.MIN_TICK_S]), f[S.MAX_TICK_S])
-    return step_error(s) * (f[S.BASE_S] / tick + load)
+    return step_error(s) * (s.fparams[S.BASE_S] / tick_s(s, extra_tpot) + load)
 
 
 @inline_kernel
@@ -142,19 +166,20 @@ def assess(s, ints, floats, i, now, output, margin):
             s.scratch_i[num_later] = j
             s.scratch_f[num_later] = floats[ARRIVAL, j] + floats[TTFT_SLO, j]
             num_later += 1
-    slack = deadline - (now + (ahead + own) / rate_with)
+    tick = granularity_s(s)
+    slack = deadline - (now + tick + (ahead + own) / rate_with)
     harm = 0
     if num_later > 0 and slack >= 0:
-        harm = _delays_on_time(s, ints, floats, num_later, ahead + own, own, now, rate_with,
-                               eta * (1.0 - decode_share(s, 0.0, np.inf)) / kappa)
+        harm = _delays_on_time(s, ints, floats, num_later, ahead + own, own, now + tick,
+                               rate_with, eta * (1.0 - decode_share(s, 0.0, np.inf)) / kappa)
     return slack, harm, share_with
 
 
 @kernel
-def _delays_on_time(s, ints, floats, num_later, done_before, own, now, rate_with,
+def _delays_on_time(s, ints, floats, num_later, done_before, own, start, rate_with,
                     rate_without):
     """1 if some prompt in the scratch (due after the newcomer) is on time without it and
-    late with it: walked in deadline order, each after those before it."""
+    late with it, from `start`: walked in deadline order, each after those before it."""
     if rate_without <= 0:  # nothing is on time without it either
         return 0
     f = s.fparams
@@ -164,7 +189,7 @@ def _delays_on_time(s, ints, floats, num_later, done_before, own, now, rate_with
         j = s.scratch_i[order[k]]
         work += _remaining_s(f, ints, j)
         deadline = floats[ARRIVAL, j] + floats[TTFT_SLO, j]
-        on_time = now + (work - own) / rate_without <= deadline
-        if on_time and now + work / rate_with > deadline:
+        on_time = start + (work - own) / rate_without <= deadline
+        if on_time and start + work / rate_with > deadline:
             return 1
     return 0

@@ -29,6 +29,7 @@ from refimpl.admission.capacity import (
     decode_load,
     decode_share,
     delivery,
+    granularity_s,
     prompt_seconds,
     step_error,
 )
@@ -135,7 +136,7 @@ def _too_late(s, ints, floats, i, now):
         return True
     rate = delivery(s) * (1.0 - share) / step_error(s)
     own = prompt_seconds(s.fparams, ints[PROMPT, i], 0)
-    return now + own / rate > floats[ARRIVAL, i] + floats[TTFT_SLO, i]
+    return now + granularity_s(s) + own / rate > floats[ARRIVAL, i] + floats[TTFT_SLO, i]
 
 
 @kernel

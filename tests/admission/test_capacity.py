@@ -67,16 +67,17 @@ def test_a_prompt_that_cannot_be_done_by_its_deadline_is_rejected(bound_gate):
     probe = bound_gate([Request(0, 0.0, 10, 10)])
     fits = max(p for p in range(1, 8000) if _prompt_s(probe, p) <= 0.9 * 0.05)
     late = min(p for p in range(1, 8000) if _prompt_s(probe, p) >= 1.1 * 0.05)
-    assert bound_gate([Request(0, 0.0, fits, 2, slo=slo)]).on_arrival(0, 0.0).action is (
+    # (one output token each: nothing decodes, so no tick is added to the prompt's work)
+    assert bound_gate([Request(0, 0.0, fits, 1, slo=slo)]).on_arrival(0, 0.0).action is (
         Action.ACCEPT)
-    assert bound_gate([Request(0, 0.0, late, 2, slo=slo)]).on_arrival(0, 0.0).reason == (
+    assert bound_gate([Request(0, 0.0, late, 1, slo=slo)]).on_arrival(0, 0.0).reason == (
         "ttft_capacity")
 
 
 def _pair(gate, tokens_a, tokens_b, policy):
     """Request 0 (loose deadline) admitted, then request 1 (tighter) decided."""
-    a = Request(0, 0.0, tokens_a, 2, slo=SLO(ttft_s=0.1, tpot_s=0.1))
-    b = Request(1, 0.0, tokens_b, 2, slo=SLO(ttft_s=0.05, tpot_s=0.1))
+    a = Request(0, 0.0, tokens_a, 1, slo=SLO(ttft_s=0.1, tpot_s=0.1))  # (nothing decodes)
+    b = Request(1, 0.0, tokens_b, 1, slo=SLO(ttft_s=0.05, tpot_s=0.1))
     g = gate([a, b], policy)
     assert g.on_arrival(0, 0.0).action is Action.ACCEPT
     return g.on_arrival(1, 0.0)

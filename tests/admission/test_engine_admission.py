@@ -76,7 +76,8 @@ def test_the_queue_is_bounded_in_length_and_in_waiting_time(admitted_engine):
     engine = admitted_engine(num_pages=300, config=AdmissionConfig(max_queue=1))
     run = engine.run([Request(i, 0.0, 2000, 1000) for i in range(3)])
     assert list(run.requests.reason) == ["completed", "queue_timeout", "queue_full"]
-    assert 1.9 < run.requests.finish_s[1] <= 2.0 < run.requests.finish_s[0]
+    # (a tick before the deadline: a first token comes at the end of a step)
+    assert 1.7 < run.requests.finish_s[1] <= 2.0 < run.requests.finish_s[0]
     assert summarize(run.requests, run.steps)["waiting_peak"] >= 1
     _ended_cleanly(engine, run, 3)
 
