@@ -1,25 +1,29 @@
-"""The pytest plugin under every graded run: time and memory limits, points, a results log.
+"""The pytest plugin under every graded run: time and memory limits, points, the event channel.
 
 It runs inside the child process that `refimpl grade` starts (and in `pytest exercises/NAME`
 runs, via exercises/pytest.ini). Per test, setup and call each get a SIGALRM time limit whose
 exception derives from `BaseException`, so a learner's `except Exception` cannot swallow it;
 the address space is capped with `setrlimit`, so a runaway allocation raises `MemoryError`
-in the test that made it. Each test's start and outcome are appended to a JSON-lines log
-(`--grade-log`) and flushed at once, so the parent knows how far a child got if it crashes.
+in the test that made it. Under `refimpl grade` each test's start, any failure (the moment it
+happens) and its outcome go to the grader as signed events (`refimpl.grading.channel`), and
+after each test a tripwire (`refimpl.grading.tripwire`) checks that the tests, pytest and the
+grader are as they were before the solution was imported.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-import json
 import re
+import sys
 import signal
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from refimpl.grading.tripwire import Snapshot
 
 try:  # POSIX only; without it (Windows) there is no memory cap
     import resource
@@ -31,6 +35,11 @@ DEFAULT_MEMORY_LIMIT_MB = 1024
 MESSAGE_CHARS = 300  # longest failure message kept per test
 # Exception names dropped from the front of a message (pytest may qualify them with modules).
 _OWN_EXCEPTION = re.compile(r"^([\w.]+\.)?(AssertionError|LimitError|SolutionLoadError): ")
+
+
+# Set by the grading child (refimpl.grading.keeper) before pytest starts: `send(**event)`.
+# None in a plain `pytest exercises/NAME` run, which only prints the score.
+CHANNEL = None
 
 
 class TimeLimitExceeded(BaseException):
@@ -48,8 +57,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="seconds allowed for each test's setup and each test's call")
     group.addoption("--grade-memory-limit-mb", type=int, default=DEFAULT_MEMORY_LIMIT_MB,
                     help="extra address space (MiB) the test process may take; 0: no limit")
-    group.addoption("--grade-log", default=None,
-                    help="append each test's start and outcome to this JSON-lines file")
     group.addoption("--grade-skip", default=None,
                     help="a file of test ids (one a line) that an earlier process already ran")
 
@@ -127,18 +134,17 @@ def points_of(item: pytest.Item) -> int:
 
 
 class Recorder:
-    """Collects each test's points and outcome; writes the log and the score summary."""
+    """Collects each test's points and outcome; sends the events and prints the score."""
 
     def __init__(self, config: pytest.Config) -> None:
-        path = config.getoption("--grade-log")
-        self.log = open(path, "a", encoding="utf-8") if path else None  # noqa: SIM115
+        self.send = CHANNEL
         self.points: dict[str, int] = {}
         self.failures: dict[str, str] = {}  # nodeid -> first failure message
+        self.snapshot: Snapshot | None = None
 
     def _write(self, **event: object) -> None:
-        if self.log is not None:
-            self.log.write(json.dumps(event) + "\n")
-            self.log.flush()
+        if self.send is not None:
+            self.send(**event)
 
     def pytest_collection_modifyitems(
         self, config: pytest.Config, items: list[pytest.Item]
@@ -155,18 +161,30 @@ class Recorder:
         tests = [{"nodeid": item.nodeid, "name": item.name, "points": self.points[item.nodeid],
                   "title": _title(item)} for item in session.items]
         self._write(event="collected", tests=tests)
+        # Before the solution is imported (the `solution` fixture does that in the first
+        # test's setup): what the tests, pytest and the grader are made of.
+        modules = [module for module in list(sys.modules.values()) if module is not None]
+        self.snapshot = Snapshot.take(
+            [module for module in modules if module.__name__.partition(".")[0] in _WATCHED],
+            strict=[module for module in modules if _in_folder(module, session.config.rootpath)])
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         """Log that a test started (the parent's watchdog times it)."""
         self._write(event="start", nodeid=nodeid)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Keep the first failure message of each test."""
-        if report.failed and report.nodeid not in self.failures:
-            self.failures[report.nodeid] = _message(report)
+        """Send each failure at once (the grader keeps the first) and keep its message."""
+        if report.failed:
+            message = _message(report)
+            self.failures.setdefault(report.nodeid, message)
+            self._write(event="failed", nodeid=report.nodeid, message=message)
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
-        """Log the test's outcome."""
+        """Check the tripwire, then send the test's outcome."""
+        changed = self.snapshot.changes() if self.snapshot is not None else []
+        if changed:
+            self._write(event="tampered", message="the solution changed "
+                        + ", ".join(changed))
         message = self.failures.get(nodeid, "")
         self._write(event="result", nodeid=nodeid, passed=nodeid not in self.failures,
                     message=message)
@@ -182,10 +200,14 @@ class Recorder:
         score = sum(p for nodeid, p in self.points.items() if nodeid not in self.failures)
         terminalreporter.write_line(f"score: {score}/{total}")
 
-    def pytest_unconfigure(self) -> None:
-        """Close the log."""
-        if self.log is not None:
-            self.log.close()
+
+# Top-level packages whose modules the tripwire watches, besides the tests' own folder.
+_WATCHED = {"_pytest", "pytest", "pluggy", "builtins", "refimpl"}
+
+
+def _in_folder(module: object, folder) -> bool:
+    path = getattr(module, "__file__", None)
+    return bool(path) and str(path).startswith(str(folder))
 
 
 def _title(item: pytest.Item) -> str:

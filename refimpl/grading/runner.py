@@ -1,82 +1,84 @@
-"""The sandboxed runner: grades a solution file by running pytest on it in a child process.
+"""The isolated runner: grades a solution file by running pytest on it in confined children.
 
-The learner's code never runs in the grader's process. The child (pytest with the grading
-plugin) enforces a time limit per test and a memory cap, and logs each test's start and
-outcome as it goes. The parent watches that log: a child that dies (a segfault, `os._exit`)
-or stops answering (a loop the alarm cannot interrupt) is killed if needed, the test it was
-running is charged with a message, and a fresh child runs the tests not yet run. So every
-failure costs the test it happened in, and the grader always finishes.
+The learner's code never runs in the grader's process. Each child (pytest with the grading
+plugin, `child.py`) gets a fresh copy of the exercise without its reference, a private home and
+temp folder, a time limit per test, a memory cap, and CPU, file-size and process limits; it
+reports each test's start, failures and outcome as signed events. A child that dies (a
+segfault, `os._exit`) or stops answering is stopped, the test it was running is charged with a
+message, and a fresh child (in a fresh folder) runs the tests not yet run, so every failure
+costs the test it happened in and the grader always finishes.
+
+Threat model. The adversary writes the solution file and knows this code; the grader, the
+exercises and the machine are trusted. What a solution can do, and what stops it:
+
+- read the reference solution or other copies of the exercises: Landlock (`confine.py`) lets
+  the tests read only Python, refimpl's package, system folders and their own folder, which
+  holds a copy of the exercise without `.meta/`;
+- write outside its folder (plant a `conftest.py`, edit the tests or the grader, leave files):
+  Landlock allows writes only to its home and temp folders, and every child gets new ones;
+- forge results (append records at exit, write to every descriptor, empty the recorder's
+  failures through `gc`): results travel only as events signed with a key made for the run
+  and given to the child before the solution is imported, numbered, in test order, one outcome
+  per test, a failure final once sent; anything else voids the grade (score 0);
+- rewrite the tests in place (a test function's code, the test module in `sys.modules`,
+  pytest's reporting, builtins): a tripwire compares them after every test with what they
+  were before the solution was imported, and a change voids the grade;
+- leave processes behind (a `setsid` daemon, a fork bomb): the keeper between the grader and
+  the tests is a child subreaper outside the confinement, so orphans become its children and
+  the tests cannot signal it; it kills every descendant when the tests end;
+- exhaust the machine: per-test alarms, a watchdog, RLIMIT_AS, RLIMIT_CPU, RLIMIT_FSIZE,
+  RLIMIT_NPROC (not for root), no TCP (Landlock ABI 4+).
+
+Out of scope: a solution that, inside its own process, finds the run's key or the recorder's
+signing function in memory (through `gc`, frames or `ctypes`) and signs its own results, or that
+patches and restores what the tripwire watches between two checks: its code and its tests share
+a process, which the exercises need to measure its memory and speed, so the grade of a
+solution determined to forge itself this way cannot be trusted; the isolation keeps such a
+solution from changing any other grade or anything outside its folder. Also out of scope:
+kernel exploits, side channels, other users' processes (RLIMIT_NPROC is per user), and
+resources Landlock does not cover (UDP, shared memory). Where the kernel has no Landlock (not
+Linux, or Linux before 5.13) the run is not confined: reads and writes outside the folder, and
+signals to other processes, are then possible, and `GradeReport.error` does not say so; the
+channel, the tripwire and the keeper still apply (the keeper needs Linux).
 """
 
 from __future__ import annotations
 
-import json
+import math
 import os
+import secrets
 import signal
-import subprocess
-import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from numbers import Integral, Real
 from pathlib import Path
 
-from refimpl.grading.catalogue import Exercise, GradingError, find_exercise
-from refimpl.grading.loader import SOLUTION_ENV
+from refimpl.errors import ConfigError
+from refimpl.grading.catalogue import GradingError, find_exercise
+from refimpl.grading.channel import KEY_BYTES, Judge, Tampered
+from refimpl.grading.child import Run
+from refimpl.grading.confine import landlock_abi
 from refimpl.grading.plugin import DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIME_LIMIT_S
 from refimpl.grading.report import GradeReport, TestResult
 
-__all__ = ["grade"]
+__all__ = ["MAX_TIME_LIMIT_S", "check_limits", "grade"]
 
-POLL_S = 0.02  # how often the parent reads the child's log
-COLLECT_LIMIT_S = 60.0  # a child that has not listed its tests by then is stopped
 OUTPUT_TAIL_CHARS = 400  # of the child's output, quoted when it could not collect
+MAX_TIME_LIMIT_S = 3600.0  # per test; beyond an hour the limit is a typo
 
 
-@dataclass
-class _Progress:
-    """What the children have logged so far, across restarts."""
-
-    tests: list[dict] = field(default_factory=list)  # from the first "collected" event
-    results: dict[str, tuple[bool, str]] = field(default_factory=dict)  # nodeid -> outcome
-    collect_error: str = ""
-
-    def read(self, events: list[dict], running: str | None) -> str | None:
-        """Take in new events; return the test now running (started, no outcome yet)."""
-        for event in events:
-            kind = event["event"]
-            if kind == "collected" and not self.tests:
-                self.tests = event["tests"]
-            elif kind == "start":
-                running = event["nodeid"]
-            elif kind == "result":
-                self.results[event["nodeid"]] = (event["passed"], event["message"])
-                running = None
-            elif kind == "collect_error":
-                self.collect_error = event["message"]
-        return running
-
-
-def _read_new(path: Path, offset: int) -> tuple[list[dict], int]:
-    """Complete JSON lines appended to `path` since `offset`, and the new offset."""
-    try:
-        with path.open("rb") as log:
-            log.seek(offset)
-            data = log.read()
-    except FileNotFoundError:
-        return [], offset
-    end = data.rfind(b"\n") + 1  # a line still being written waits for the next poll
-    return [json.loads(line) for line in data[:end].splitlines() if line], offset + end
-
-
-def _child_command(exercise: Exercise, work: Path, time_limit_s: float,
-                   memory_limit_mb: int) -> list[str]:
-    return [
-        sys.executable, "-m", "pytest", str(exercise.tests),
-        "-c", str(exercise.path.parent / "pytest.ini"), "--rootdir", str(exercise.path.parent),
-        "-q", "--no-header", "-p", "no:faulthandler",
-        "--grade-log", str(work / "log.jsonl"), "--grade-skip", str(work / "done.txt"),
-        "--grade-time-limit", f"{time_limit_s:g}", "--grade-memory-limit-mb", str(memory_limit_mb),
-    ]
+def check_limits(time_limit_s: object, memory_limit_mb: object) -> None:
+    """Refuse limits that would grade nothing or limit nothing, naming the field."""
+    if isinstance(time_limit_s, bool) or not isinstance(time_limit_s, Real):
+        raise ConfigError("time_limit_s", time_limit_s, "must be a number of seconds")
+    if not (math.isfinite(time_limit_s) and 0 < time_limit_s <= MAX_TIME_LIMIT_S):
+        raise ConfigError("time_limit_s", time_limit_s,
+                          f"must be finite, above 0 and at most {MAX_TIME_LIMIT_S:g} s")
+    if isinstance(memory_limit_mb, bool) or not isinstance(memory_limit_mb, Integral):
+        raise ConfigError("memory_limit_mb", memory_limit_mb, "must be a whole number of MiB")
+    if memory_limit_mb < 0:
+        raise ConfigError("memory_limit_mb", memory_limit_mb,
+                          "must be at least 0 (0: no memory cap)")
 
 
 def _describe_death(returncode: int, killed: bool, time_limit_s: float) -> str:
@@ -92,38 +94,6 @@ def _describe_death(returncode: int, killed: bool, time_limit_s: float) -> str:
     return f"the test process exited (status {returncode}) during this test"
 
 
-def _run_child(command: list[str], env: dict[str, str], work: Path, progress: _Progress,
-               time_limit_s: float) -> None:
-    """Run one child to its end, recording outcomes (and the death of a running test)."""
-    log_path = work / "log.jsonl"
-    offset = log_path.stat().st_size if log_path.exists() else 0
-    # Setup and call each have the limit; beyond both plus slack the alarm has failed.
-    stuck_after_s = 2 * time_limit_s + 3.0
-    with (work / "output.txt").open("ab") as output:
-        child = subprocess.Popen(command, cwd=work, env=env, stdout=output,
-                                 stderr=subprocess.STDOUT, start_new_session=True)
-    started = time.monotonic()
-    running, running_since, killed = None, started, False
-    while True:
-        returncode = child.poll()
-        events, offset = _read_new(log_path, offset)
-        now = time.monotonic()
-        for event in events:  # a new start restarts the clock
-            if event["event"] == "start":
-                running_since = now
-        running = progress.read(events, running)
-        if returncode is not None:
-            break
-        overdue = (running is not None and now - running_since > stuck_after_s) or (
-            not progress.tests and now - started > COLLECT_LIMIT_S)
-        if overdue and not killed:
-            os.killpg(child.pid, signal.SIGKILL)  # the whole group: the solution may fork
-            killed = True
-        time.sleep(POLL_S)
-    if running is not None:
-        progress.results[running] = (False, _describe_death(returncode, killed, time_limit_s))
-
-
 def grade(
     exercise_name: str,
     solution: str | os.PathLike[str],
@@ -131,38 +101,50 @@ def grade(
     time_limit_s: float = DEFAULT_TIME_LIMIT_S,
     memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB,
 ) -> GradeReport:
-    """Grade the file `solution` on the exercise `exercise_name` in a separate process."""
+    """Grade the file `solution` on the exercise `exercise_name` in confined child processes."""
+    check_limits(time_limit_s, memory_limit_mb)
     exercise = find_exercise(exercise_name)
     solution_path = Path(solution).resolve()
     if not solution_path.is_file():
         raise GradingError("solution", str(solution), "no such file")
     started = time.monotonic()
-    env = dict(os.environ)
-    env.update({
-        SOLUTION_ENV: str(solution_path),
-        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",  # only our plugin: faster, and nothing else runs
-        "PYTHONDONTWRITEBYTECODE": "1",  # leave no __pycache__ in the exercises folder
-    })
-    progress = _Progress()
+    judge = Judge(key=secrets.token_bytes(KEY_BYTES))
+    tampered = ""
     with tempfile.TemporaryDirectory(prefix="refimpl-grade-") as tmp:
         work = Path(tmp)
-        command = _child_command(exercise, work, time_limit_s, memory_limit_mb)
-        for _ in range(100):  # each round runs at least one more test, or stops
-            (work / "done.txt").write_text("\n".join(progress.results), encoding="utf-8")
-            before = len(progress.results)
-            _run_child(command, env, work, progress, time_limit_s)
-            if not progress.tests or len(progress.results) in (before, len(progress.tests)):
+        output = work / "output.txt"
+        for round_ in range(100):  # each round runs at least one more test, or stops
+            before = len(judge.results)
+            run = Run(exercise, solution_path, work / f"run-{round_}", time_limit_s,
+                      memory_limit_mb, confine=landlock_abi() > 0)
+            try:
+                returncode, killed = run.watch(judge, list(judge.results), output)
+            except Tampered as error:
+                tampered = str(error)
                 break
-        output = (work / "output.txt").read_text(encoding="utf-8", errors="replace")
+            if judge.running is not None:
+                judge.results[judge.running] = (False, _describe_death(returncode, killed,
+                                                                       time_limit_s))
+            if not judge.tests or len(judge.results) in (before, len(judge.tests)):
+                break
+        text = output.read_text(encoding="utf-8", errors="replace") if output.exists() else ""
+    return _report(exercise, solution_path, judge, tampered, text, time.monotonic() - started)
+
+
+def _report(exercise, solution_path: Path, judge: Judge, tampered: str, output: str,
+            duration_s: float) -> GradeReport:
     error = ""
-    if not progress.tests:
-        error = progress.collect_error or (
+    if tampered:
+        error = f"the solution tampered with the grading ({tampered}): every test is lost"
+    elif not judge.tests:
+        error = judge.collect_error or (
             "the tests could not start: " + output.strip()[-OUTPUT_TAIL_CHARS:])
-    tests = tuple(_result(test, progress.results.get(test["nodeid"])) for test in progress.tests)
+    tests = tuple(_result(test, (False, "void: the solution tampered with the grading")
+                          if tampered else judge.results.get(test["nodeid"]))
+                  for test in judge.tests)
     max_score = sum(test.max_points for test in tests) if tests else exercise.points
     return GradeReport(exercise=exercise.name, solution=str(solution_path), tests=tests,
-                       max_score=max_score, error=error,
-                       duration_s=time.monotonic() - started)
+                       max_score=max_score, error=error, duration_s=duration_s)
 
 
 def _result(test: dict, outcome: tuple[bool, str] | None) -> TestResult:
