@@ -1,0 +1,108 @@
+"""A solution that attacks the grader scores no more than an honest no-op, and changes nothing
+else: not a later grade, not the exercises folder, and it leaves no process behind."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from refimpl.grading import catalogue, find_exercise
+from refimpl.grading.catalogue import EXERCISES_ENV
+from refimpl.grading.confine import landlock_abi
+
+HOSTILE = ["empties_the_failures", "forges_the_records", "kills_the_keeper",
+           "plants_a_conftest", "reads_the_reference", "replaces_the_test_module",
+           "starts_a_daemon"]
+DAEMON_ENV = "HOSTILE_DAEMON_FILE"  # where the daemon would write, were it able to
+needs_landlock = pytest.mark.skipif(landlock_abi() == 0, reason="no Landlock in this kernel")
+
+
+@pytest.fixture(scope="module")
+def graded(submit, solutions_dir, tmp_path_factory):
+    """Reports of the no-op, each hostile solution, then the starter and the reference again,
+    all against a copy of the exercises folder (so a planted file could harm only the copy)."""
+    folder = tmp_path_factory.mktemp("hostile")
+    exercises = folder / "exercises"
+    shutil.copytree(find_exercise("linked_level_tree").path.parent, exercises)
+    mark = folder / "daemon-was-here.txt"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(EXERCISES_ENV, str(exercises))
+        patch.setenv(DAEMON_ENV, str(mark))
+        tree = find_exercise("linked_level_tree")
+        noop = submit(tree.name, solutions_dir / "hostile" / "noop.py")
+        jobs = {name: submit(tree.name, solutions_dir / "hostile" / f"{name}.py")
+                for name in HOSTILE}
+        reports = {name: job.result() for name, job in jobs.items()}
+        later = submit(tree.name, tree.starter).result(), submit(tree.name, tree.solution).result()
+    return {"noop": noop.result(), "reports": reports, "later": later, "exercises": exercises,
+            "mark": mark}
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_an_attack_scores_no_more_than_an_honest_no_op(graded, name):
+    noop, report = graded["noop"], graded["reports"][name]
+    assert noop.score == 5 and noop.max_score == 22  # the no-op passes what it cannot fail
+    assert report.score <= noop.score, [(t.name, t.message) for t in report.tests if t.passed]
+    assert len(report.tests) == 12
+
+
+@pytest.mark.parametrize("name", ["replaces_the_test_module", "forges_the_records"])
+def test_rewriting_the_tests_or_forging_records_voids_the_grade(graded, name):
+    report = graded["reports"][name]
+    assert report.score == 0
+    assert "tampered with the grading" in report.error
+
+
+@needs_landlock
+def test_a_planted_conftest_changes_no_later_grade_and_no_folder(graded):
+    starter, reference = graded["later"]
+    assert starter.score == 0 and reference.score == reference.max_score == 22
+    exercises = graded["exercises"]
+    assert set(exercises.rglob("conftest.py")) == {exercises / "conftest.py"}  # its own only
+    assert not (find_exercise("linked_level_tree").path / "conftest.py").exists()
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
+def test_a_setsid_daemon_does_not_outlive_grading(graded):
+    marker = f"{DAEMON_ENV}={graded['mark']}"
+    assert _processes_with(marker) == []
+    time.sleep(0.5)  # had one escaped, it would write within 0.1 s
+    if landlock_abi():
+        assert not graded["mark"].exists(), "the daemon wrote outside its folder"
+
+
+def test_the_grader_survives_an_attack_on_its_processes(graded):
+    report = graded["reports"]["kills_the_keeper"]
+    assert report.score == 5 and not report.error  # graded as the no-op it is
+    assert os.getpid() > 0  # and this process (the grader) is still here
+
+
+@needs_landlock
+def test_the_reference_is_not_readable_from_a_solution(graded):
+    report = graded["reports"]["reads_the_reference"]
+    assert report.score == 5
+
+
+def test_every_exercise_copy_leaves_the_reference_behind(tmp_path):
+    from refimpl.grading.child import _copy_exercise
+
+    for exercise in catalogue():
+        copy = _copy_exercise(exercise, tmp_path / exercise.name)
+        assert (copy / exercise.name / exercise.tests.name).is_file()
+        assert not (copy / exercise.name / ".meta").exists()
