@@ -57,6 +57,8 @@ class Judge:
     failures: dict[str, str] = field(default_factory=dict)  # nodeid -> first failure message
     collect_error: str = ""
     running: str | None = None
+    pending: str | None = None  # the last result, until the child goes on past it
+    finished: bool = False  # this child said its session ended
     _buffer: bytes = b""
 
     def feed(self, data: bytes) -> None:
@@ -68,7 +70,18 @@ class Judge:
 
     def new_child(self) -> None:
         """A fresh child starts numbering again; what was running died with the last one."""
-        self.seq, self.running, self._buffer = 0, None, b""
+        self.seq, self.running, self.pending, self.finished, self._buffer = (
+            0, None, None, False, b"")
+
+    def child_ended(self, death: str) -> None:
+        """Charge the test the child was in when it ended (`death` says how), or the result
+        it never went on from."""
+        if self.running is not None:
+            self.results[self.running] = (False, death)
+        elif self.pending is not None:
+            self.results[self.pending] = (
+                False, "the test process ended right after this test, before the next began")
+        self.running = self.pending = None
 
     def _verify(self, line: bytes) -> dict:
         try:
@@ -88,6 +101,8 @@ class Judge:
 
     def _take(self, event: dict) -> None:
         kind, nodeid = event.get("event"), event.get("nodeid")
+        if self.finished:
+            raise Tampered(f"a {kind} after the session finished")
         if kind == "collected":
             if not self.tests:
                 self.tests = event["tests"]
@@ -96,7 +111,7 @@ class Judge:
         elif kind == "start":
             if self.running is not None or nodeid != self._next_test():
                 raise Tampered(f"{nodeid} started out of turn")
-            self.running = nodeid
+            self.running, self.pending = nodeid, None
         elif kind in ("failed", "result"):
             if nodeid is None or nodeid != self.running:
                 raise Tampered(f"a {kind} for {nodeid}, which is not running")
@@ -106,7 +121,9 @@ class Judge:
                 passed = event["passed"] is True and nodeid not in self.failures
                 self.results[nodeid] = (passed, "" if passed else self.failures.get(
                     nodeid, str(event["message"]) or "failed"))
-                self.running = None
+                self.running, self.pending = None, nodeid
+        elif kind == "finished":
+            self.finished, self.pending = True, None
         elif kind == "tampered":
             raise Tampered(str(event.get("message")))
         else:

@@ -78,7 +78,7 @@ def _reap(reaped: dict[int, int]) -> None:
         reaped[pid] = status
 
 
-def _run_tests(plan: dict, key: bytes) -> int:
+def _run_tests(plan: dict, key: bytearray) -> int:
     """In the forked test process: confine, then run pytest; returns pytest's exit code."""
     from refimpl.grading import confine, plugin
     from refimpl.grading.channel import signer
@@ -90,14 +90,15 @@ def _run_tests(plan: dict, key: bytes) -> int:
         confine.confine(plan["readable"], plan["writable"])
     import pytest  # after confinement: its plugins load from the readable paths only
 
-    plugin.CHANNEL = signer(key, plan["channel_fd"])
+    plugin.CHANNEL = signer(bytes(key), plan["channel_fd"])
+    key[:] = bytes(len(key))  # the frames below the tests keep no copy of the key
     return int(pytest.main(plan["pytest_args"]))
 
 
 def main(argv: list[str]) -> int:
     """Run one grading child as described in the module docstring."""
     plan = json.loads(argv[0])
-    key = sys.stdin.buffer.read(plan["key_bytes"])
+    key = bytearray(sys.stdin.buffer.read(plan["key_bytes"]))
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     import resource  # a crash of the tests should leave no core file

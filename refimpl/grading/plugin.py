@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import re
 import signal
-import sys
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from refimpl.grading.tripwire import Snapshot
+from refimpl.grading.recorder import make_recorder, points_of
+
+__all__ = ["CHANNEL", "DEFAULT_MEMORY_LIMIT_MB", "DEFAULT_TIME_LIMIT_S", "LimitError",
+           "TimeLimitExceeded", "points_of"]
+
 
 try:  # POSIX only; without it (Windows) there is no memory cap
     import resource
@@ -32,13 +34,10 @@ except ImportError:  # pragma: no cover - Windows
 
 DEFAULT_TIME_LIMIT_S = 10.0
 DEFAULT_MEMORY_LIMIT_MB = 1024
-MESSAGE_CHARS = 300  # longest failure message kept per test
-# Exception names dropped from the front of a message (pytest may qualify them with modules).
-_OWN_EXCEPTION = re.compile(r"^([\w.]+\.)?(AssertionError|LimitError|SolutionLoadError): ")
 
 
-# Set by the grading child (refimpl.grading.keeper) before pytest starts: `send(**event)`.
-# None in a plain `pytest exercises/NAME` run, which only prints the score.
+# Set by the grading child (refimpl.grading.keeper) before pytest starts: `send(**event)`;
+# handed to the recorder and cleared at configure. None in a plain `pytest exercises/NAME`.
 CHANNEL = None
 
 
@@ -73,7 +72,9 @@ def pytest_configure(config: pytest.Config) -> None:
             resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
     if resource is not None:  # a crashing solution should not leave a core file behind
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    config.pluginmanager.register(Recorder(config), "refimpl-grading-recorder")
+    global CHANNEL
+    send, CHANNEL = CHANNEL, None  # from now on reachable only inside the recorder's closures
+    config.pluginmanager.register(make_recorder(send), "refimpl-grading-recorder")
 
 
 def _address_space_bytes() -> int:
@@ -125,101 +126,3 @@ def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     """Time-limit the test itself."""
     return (yield from _limited(item, "the test"))
-
-
-def points_of(item: pytest.Item) -> int:
-    """The points a test is worth (its `points` marker; 1 without one)."""
-    marker = item.get_closest_marker("points")
-    return int(marker.args[0]) if marker is not None else 1
-
-
-class Recorder:
-    """Collects each test's points and outcome; sends the events and prints the score."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.send = CHANNEL
-        self.points: dict[str, int] = {}
-        self.failures: dict[str, str] = {}  # nodeid -> first failure message
-        self.snapshot: Snapshot | None = None
-
-    def _write(self, **event: object) -> None:
-        if self.send is not None:
-            self.send(**event)
-
-    def pytest_collection_modifyitems(
-        self, config: pytest.Config, items: list[pytest.Item]
-    ) -> None:
-        """Drop the tests that an earlier child, which then crashed, already ran."""
-        path = config.getoption("--grade-skip")
-        if path:
-            done = set(Path(path).read_text(encoding="utf-8").splitlines())
-            items[:] = [item for item in items if item.nodeid not in done]
-
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """Log the tests about to run, with their points and titles."""
-        self.points = {item.nodeid: points_of(item) for item in session.items}
-        tests = [{"nodeid": item.nodeid, "name": item.name, "points": self.points[item.nodeid],
-                  "title": _title(item)} for item in session.items]
-        self._write(event="collected", tests=tests)
-        # Before the solution is imported (the `solution` fixture does that in the first
-        # test's setup): what the tests, pytest and the grader are made of.
-        modules = [module for module in list(sys.modules.values()) if module is not None]
-        self.snapshot = Snapshot.take(
-            [module for module in modules if module.__name__.partition(".")[0] in _WATCHED],
-            strict=[module for module in modules if _in_folder(module, session.config.rootpath)])
-
-    def pytest_runtest_logstart(self, nodeid: str) -> None:
-        """Log that a test started (the parent's watchdog times it)."""
-        self._write(event="start", nodeid=nodeid)
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Send each failure at once (the grader keeps the first) and keep its message."""
-        if report.failed:
-            message = _message(report)
-            self.failures.setdefault(report.nodeid, message)
-            self._write(event="failed", nodeid=report.nodeid, message=message)
-
-    def pytest_runtest_logfinish(self, nodeid: str) -> None:
-        """Check the tripwire, then send the test's outcome."""
-        changed = self.snapshot.changes() if self.snapshot is not None else []
-        if changed:
-            self._write(event="tampered", message="the solution changed "
-                        + ", ".join(changed))
-        message = self.failures.get(nodeid, "")
-        self._write(event="result", nodeid=nodeid, passed=nodeid not in self.failures,
-                    message=message)
-
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        """Log a test file that could not even be collected."""
-        if report.failed:
-            self._write(event="collect_error", message=_message(report))
-
-    def pytest_terminal_summary(self, terminalreporter) -> None:
-        """Print `score: X/Y` under pytest's own summary."""
-        total = sum(self.points.values())
-        score = sum(p for nodeid, p in self.points.items() if nodeid not in self.failures)
-        terminalreporter.write_line(f"score: {score}/{total}")
-
-
-# Top-level packages whose modules the tripwire watches, besides the tests' own folder.
-_WATCHED = {"_pytest", "pytest", "pluggy", "builtins", "refimpl"}
-
-
-def _in_folder(module: object, folder) -> bool:
-    path = getattr(module, "__file__", None)
-    return bool(path) and str(path).startswith(str(folder))
-
-
-def _title(item: pytest.Item) -> str:
-    doc = getattr(getattr(item, "function", None), "__doc__", None) or item.name
-    return doc.strip().splitlines()[0]
-
-
-def _message(report: pytest.TestReport | pytest.CollectReport) -> str:
-    """One line saying why a test failed: the exception and its message."""
-    crash = getattr(report.longrepr, "reprcrash", None)
-    text = crash.message if crash is not None else str(report.longrepr)
-    # Assertion rewriting appends the compared values on later lines; keep the first one.
-    text = " ".join(text.strip().splitlines()[:1]) or "failed"
-    text = _OWN_EXCEPTION.sub("", text)  # the message says it all; other names are kept
-    return text[:MESSAGE_CHARS]

@@ -122,9 +122,7 @@ def grade(
             except Tampered as error:
                 tampered = str(error)
                 break
-            if judge.running is not None:
-                judge.results[judge.running] = (False, _describe_death(returncode, killed,
-                                                                       time_limit_s))
+            judge.child_ended(_describe_death(returncode, killed, time_limit_s))
             if not judge.tests or len(judge.results) in (before, len(judge.tests)):
                 break
         text = output.read_text(encoding="utf-8", errors="replace") if output.exists() else ""

@@ -17,8 +17,10 @@ from types import FunctionType, ModuleType
 __all__ = ["Snapshot"]
 
 MAX_CHANGES = 3  # named in the message
-# Names pytest itself rebinds around every test (its assertion plugin's per-test hooks).
-VOLATILE = {"_pytest.assertion.util": {"_reprcompare", "_assertion_pass", "_config"}}
+# Names pytest itself rebinds around every test: its assertion plugin's per-test hooks, and
+# the warning filters `catch_warnings` installs.
+VOLATILE = {"_pytest.assertion.util": {"_reprcompare", "_assertion_pass", "_config"},
+            "warnings": {"filters", "_showwarnmsg_impl"}}
 
 
 def _names(namespace: dict) -> dict[str, object]:

@@ -14,9 +14,9 @@ from refimpl.grading import catalogue, find_exercise
 from refimpl.grading.catalogue import EXERCISES_ENV
 from refimpl.grading.confine import landlock_abi
 
-HOSTILE = ["empties_the_failures", "forges_the_records", "kills_the_keeper",
-           "plants_a_conftest", "reads_the_reference", "replaces_the_test_module",
-           "starts_a_daemon"]
+HOSTILE = ["calls_the_recorders_hooks", "empties_the_failures", "forges_its_own_result",
+           "forges_the_records", "kills_the_keeper", "plants_a_conftest", "reads_the_reference",
+           "replaces_the_test_module", "skips_its_tests", "starts_a_daemon"]
 DAEMON_ENV = "HOSTILE_DAEMON_FILE"  # where the daemon would write, were it able to
 needs_landlock = pytest.mark.skipif(landlock_abi() == 0, reason="no Landlock in this kernel")
 
@@ -50,7 +50,8 @@ def test_an_attack_scores_no_more_than_an_honest_no_op(graded, name):
     assert len(report.tests) == 12
 
 
-@pytest.mark.parametrize("name", ["replaces_the_test_module", "forges_the_records"])
+@pytest.mark.parametrize("name", ["replaces_the_test_module", "forges_the_records",
+                                  "calls_the_recorders_hooks"])
 def test_rewriting_the_tests_or_forging_records_voids_the_grade(graded, name):
     report = graded["reports"][name]
     assert report.score == 0
@@ -91,6 +92,16 @@ def test_the_grader_survives_an_attack_on_its_processes(graded):
     report = graded["reports"]["kills_the_keeper"]
     assert report.score == 5 and not report.error  # graded as the no-op it is
     assert os.getpid() > 0  # and this process (the grader) is still here
+
+
+def test_a_result_forged_from_inside_its_own_test_is_lost(graded):
+    report = graded["reports"]["forges_its_own_result"]
+    assert report.score == 0
+    assert all("ended right after this test" in test.message for test in report.tests)
+
+
+def test_a_skipped_test_is_not_a_passed_one(graded):
+    assert graded["reports"]["skips_its_tests"].score == 0
 
 
 @needs_landlock
