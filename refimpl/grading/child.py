@@ -32,6 +32,7 @@ COLLECT_LIMIT_S = 60.0  # a child that has not listed its tests by then is stopp
 STOP_GRACE_S = 10.0  # after SIGTERM, how long the keeper has to clear up before SIGKILL
 FILE_BYTES = 256 << 20  # the largest file the tests may write
 EXTRA_PROCESSES = 64  # how many processes the tests may add (not enforced for root)
+MAX_HELPERS, HELPER_BYTES = 200, 1 << 20  # Python files copied from beside the solution
 # Read-only system folders: the C library, shared libraries, locale and time-zone data.
 SYSTEM_READABLE = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/proc",
                    "/sys", "/dev")
@@ -48,11 +49,13 @@ def _copy_exercise(exercise: Exercise, to: Path) -> Path:
 
 
 def _copy_solution(solution: Path, to: Path) -> Path:
-    """The solution file and the Python files beside it (helpers it may import)."""
+    """The solution file and the Python files beside it (helpers it may import), since the
+    tests may not read the folder it is in (it may be the exercise's own)."""
     to.mkdir(parents=True)
-    for path in solution.parent.glob("*.py"):
-        if path.is_file() and path != solution:
-            shutil.copy2(path, to / path.name)
+    helpers = sorted(path for path in solution.parent.glob("*.py")
+                     if path != solution and path.is_file() and path.stat().st_size <= HELPER_BYTES)
+    for path in helpers[:MAX_HELPERS]:
+        shutil.copy2(path, to / path.name)
     shutil.copy2(solution, to / solution.name)
     return to / solution.name
 

@@ -131,7 +131,7 @@ def set_limits(*, cpu_s: int, file_bytes: int, extra_processes: int) -> None:
         _, hard = resource.getrlimit(kind)
         value = value if hard == resource.RLIM_INFINITY else min(value, hard)
         resource.setrlimit(kind, (value, hard))
-    if hasattr(resource, "RLIMIT_NPROC"):
+    if hasattr(resource, "RLIMIT_NPROC") and os.path.isdir("/proc"):
         uid = os.getuid()
         mine = sum(1 for entry in Path("/proc").iterdir()
                    if entry.name.isdigit() and _owner(entry) == uid)

@@ -52,10 +52,16 @@ def _descendants(root: int) -> set[int]:
     return found
 
 
-def kill_descendants(reaped: dict[int, int]) -> None:
+def kill_descendants(reaped: dict[int, int], group: int) -> None:
     """SIGKILL every descendant of this process and reap them, until none is left.
 
-    `reaped` collects the exit statuses of the processes reaped here, by pid."""
+    `reaped` collects the exit statuses of the processes reaped here, by pid. Without /proc
+    (not Linux) only the tests' process group `group` can be found and killed."""
+    if not os.path.isdir("/proc"):
+        with contextlib.suppress(OSError):
+            os.killpg(group, signal.SIGKILL)
+        _reap(reaped)
+        return
     for _ in range(KILL_ROUNDS):
         _reap(reaped)
         living = _descendants(os.getpid())
@@ -80,16 +86,16 @@ def _reap(reaped: dict[int, int]) -> None:
 
 def _run_tests(plan: dict, key: bytearray) -> int:
     """In the forked test process: confine, then run pytest; returns pytest's exit code."""
+    import pytest
+
     from refimpl.grading import confine, plugin
     from refimpl.grading.channel import signer
 
-    os.setsid()
+    os.setsid()  # its own process group: the one thing to kill where /proc cannot be read
     confine.set_limits(cpu_s=plan["cpu_s"], file_bytes=plan["file_bytes"],
                        extra_processes=plan["extra_processes"])
     if plan["confine"]:
         confine.confine(plan["readable"], plan["writable"])
-    import pytest  # after confinement: its plugins load from the readable paths only
-
     plugin.CHANNEL = signer(bytes(key), plan["channel_fd"])
     key[:] = bytes(len(key))  # the frames below the tests keep no copy of the key
     return int(pytest.main(plan["pytest_args"]))
@@ -99,8 +105,9 @@ def main(argv: list[str]) -> int:
     """Run one grading child as described in the module docstring."""
     plan = json.loads(argv[0])
     key = bytearray(sys.stdin.buffer.read(plan["key_bytes"]))
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    prctl = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)  # Linux only
+    if prctl is not None:
+        prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     import resource  # a crash of the tests should leave no core file
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     child = os.fork()
@@ -115,14 +122,14 @@ def main(argv: list[str]) -> int:
             os._exit(code)
     os.close(plan["channel_fd"])  # the grader sees the end of the channel when the tests end
     reaped: dict[int, int] = {}
-    signal.signal(signal.SIGTERM, lambda signum, frame: kill_descendants(reaped))
+    signal.signal(signal.SIGTERM, lambda signum, frame: kill_descendants(reaped, child))
     while child not in reaped:
         try:
             pid, status = os.waitpid(-1, 0)
         except ChildProcessError:
             break
         reaped[pid] = status
-    kill_descendants(reaped)
+    kill_descendants(reaped, child)
     status = reaped.get(child, 0)
     if os.WIFSIGNALED(status):  # end the same way, so the grader can name the signal
         if os.WTERMSIG(status) != signal.SIGKILL:  # SIGKILL's handler cannot be set

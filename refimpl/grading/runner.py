@@ -9,37 +9,48 @@ message, and a fresh child (in a fresh folder) runs the tests not yet run, so ev
 costs the test it happened in and the grader always finishes.
 
 Threat model. The adversary writes the solution file and knows this code; the grader, the
-exercises and the machine are trusted. What a solution can do, and what stops it:
+exercises and the machine are trusted. What a solution can try, and what stops it:
 
-- read the reference solution or other copies of the exercises: Landlock (`confine.py`) lets
-  the tests read only Python, refimpl's package, system folders and their own folder, which
-  holds a copy of the exercise without `.meta/`;
+- read the reference solution or other copies of the exercises (another checkout, `.git`):
+  Landlock (`confine.py`) lets the tests read only Python, installed packages, refimpl's
+  package, system folders and their own folder, which holds a copy of the exercise without
+  `.meta/` and a copy of the solution with the Python files beside it;
 - write outside its folder (plant a `conftest.py`, edit the tests or the grader, leave files):
-  Landlock allows writes only to its home and temp folders, and every child gets new ones;
-- forge results (append records at exit, write to every descriptor, empty the recorder's
-  failures through `gc`): results travel only as events signed with a key made for the run
-  and given to the child before the solution is imported, numbered, in test order, one outcome
-  per test, a failure final once sent; anything else voids the grade (score 0);
-- rewrite the tests in place (a test function's code, the test module in `sys.modules`,
-  pytest's reporting, builtins): a tripwire compares them after every test with what they
-  were before the solution was imported, and a change voids the grade;
-- leave processes behind (a `setsid` daemon, a fork bomb): the keeper between the grader and
-  the tests is a child subreaper outside the confinement, so orphans become its children and
-  the tests cannot signal it; it kills every descendant when the tests end;
+  Landlock allows writes only to its home and temp folders, the exercise copy is read-only,
+  and every child gets a new folder;
+- forge results (append records to a log, write to every descriptor, empty the recorder's
+  failures through `gc`, call the recorder's hooks from pytest's plugin manager, skip its
+  tests): results travel only as events signed with a key made for the run and handed over
+  before the solution is imported, numbered, in test order, one outcome per test, a failure
+  final once sent, a pass only for a passed call, and a result counting only once the child
+  goes on past it (`channel.py`, `recorder.py`); a hook called for a test pytest is not
+  running, or anything else out of order, voids the grade (score 0);
+- rewrite the tests in place (a test function's code, the test module in `sys.modules`, a
+  helper, pytest's reporting, a library the tests call, builtins): a tripwire compares every
+  module loaded before the solution with what it was, after each test, and a change voids the
+  grade;
+- leave processes behind (a `setsid` daemon, a fork bomb), or kill the grader: the keeper
+  between the grader and the tests is a child subreaper outside the confinement, so orphans
+  become its children and the tests cannot signal it or the grader (Landlock ABI 6+); it kills
+  every descendant when the tests end;
 - exhaust the machine: per-test alarms, a watchdog, RLIMIT_AS, RLIMIT_CPU, RLIMIT_FSIZE,
   RLIMIT_NPROC (not for root), no TCP (Landlock ABI 4+).
 
-Out of scope: a solution that, inside its own process, finds the run's key or the recorder's
-signing function in memory (through `gc`, frames or `ctypes`) and signs its own results, or that
-patches and restores what the tripwire watches between two checks: its code and its tests share
-a process, which the exercises need to measure its memory and speed, so the grade of a
-solution determined to forge itself this way cannot be trusted; the isolation keeps such a
-solution from changing any other grade or anything outside its folder. Also out of scope:
-kernel exploits, side channels, other users' processes (RLIMIT_NPROC is per user), and
-resources Landlock does not cover (UDP, shared memory). Where the kernel has no Landlock (not
-Linux, or Linux before 5.13) the run is not confined: reads and writes outside the folder, and
-signals to other processes, are then possible, and `GradeReport.error` does not say so; the
-channel, the tripwire and the keeper still apply (the keeper needs Linux).
+Out of scope. The solution shares a process with its tests, which the exercises need in order
+to measure its memory and speed, so a solution written against this code can still forge its
+own grade by digging below Python's ordinary reach: taking the signing function out of a
+closure cell (`gc.get_referents`, `__closure__`), editing frames or objects through `ctypes`,
+or patching what the tripwire watches and restoring it between two checks (from a thread, say).
+What the isolation guarantees even then is that no other grade, no file outside the run's
+folder, and no process outside the run is affected. Also out of scope: the tests' own source,
+which the solution can read (it is public in the course, and in memory anyway); comparisons
+that a returned object overrides (`__eq__`), which each exercise's tests must guard; kernel
+exploits, side channels, other users' processes (RLIMIT_NPROC is per user), and what Landlock
+does not cover (UDP, shared memory). Where the kernel has no Landlock (not Linux, or Linux
+before 5.13) the run is not confined: reads and writes outside the folder and signals to other
+processes are then possible, and the report does not say so; the channel, the tripwire and the
+keeper still apply (finding orphans needs Linux's /proc and subreapers; elsewhere only the
+tests' process group is killed).
 """
 
 from __future__ import annotations
