@@ -14,7 +14,7 @@ from pathlib import Path
 from refimpl.errors import ConfigError
 from refimpl.grading import find_exercise, grade
 from refimpl.grading.plugin import DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIME_LIMIT_S
-from refimpl.grading.practice import progress_path, record
+from refimpl.grading.practice import PRACTICE_ENV, progress_path, record
 from refimpl.grading.runner import check_limits
 
 
@@ -68,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
                           f"must be between 0 and {exercise.name}'s {exercise.points} points")
     if args.json is not None:
         check_output_path("json", args.json)
+    if not args.no_record:
+        check_output_path(PRACTICE_ENV, progress_path())
     report = grade(args.exercise, args.solution, time_limit_s=args.time_limit,
                    memory_limit_mb=args.memory_limit_mb)
     print(report.format_table())

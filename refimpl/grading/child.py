@@ -9,6 +9,7 @@ parent's watchdog asks the keeper to stop a test stuck past both its limits plus
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -129,8 +130,9 @@ class Run:
                 stderr=subprocess.STDOUT, pass_fds=(write_fd,), start_new_session=True)
         os.close(write_fd)
         try:
-            keeper.stdin.write(judge.key)
-            keeper.stdin.close()
+            with contextlib.suppress(BrokenPipeError):  # a keeper that died at once: no tests
+                keeper.stdin.write(judge.key)
+                keeper.stdin.close()
             return self._follow(keeper, read_fd, judge)
         finally:
             self._stop(keeper)

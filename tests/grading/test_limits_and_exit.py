@@ -52,6 +52,14 @@ def test_a_json_path_that_cannot_be_written_is_refused_before_grading(tmp_path, 
         assert "json=" in err.err and "score:" not in err.out  # no test ran
 
 
+def test_a_practice_file_that_cannot_be_written_is_refused_before_grading(tmp_path, capsys,
+                                                                          monkeypatch):
+    monkeypatch.setenv("REFIMPL_PRACTICE_FILE", str(tmp_path))  # a folder
+    assert main(["grade", TREE.name, "--solution", str(TREE.solution)]) == 2
+    err = capsys.readouterr()
+    assert "REFIMPL_PRACTICE_FILE=" in err.err and "score:" not in err.out
+
+
 def test_grade_exits_1_below_full_marks_unless_min_score_allows_it(capsys):
     starter = ["grade", TREE.name, "--solution", str(TREE.starter), "--no-record"]
     assert main(starter) == 1
