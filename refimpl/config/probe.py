@@ -153,10 +153,8 @@ _MEASURED: dict[str, dict[str, float]] = {}
 
 
 def local_cpu_spec(*, remeasure: bool = False, save: bool = False) -> HardwareSpec:
-    """`HardwareSpec` of this machine: L2 per core as the SRAM budget, probed speeds.
-
-    Reads the saved probe; measures when there is none (or `remeasure`), and saves the
-    measurement only if `save` (see the module docstring)."""
+    """`HardwareSpec` of this machine: L2 per core as the SRAM budget, probed speeds."""
+    # The saved probe if any (and not `remeasure`), else a measurement, saved only if `save`.
     fingerprint = machine_fingerprint()
     key = json.dumps(fingerprint, sort_keys=True)
     path = cache_dir() / "hardware-cpu-local.json"

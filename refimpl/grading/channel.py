@@ -74,8 +74,7 @@ class Judge:
             0, None, None, False, b"")
 
     def child_ended(self, death: str) -> None:
-        """Charge the test the child was in when it ended (`death` says how), or the result
-        it never went on from."""
+        """Charge the test the child died in (`death` says how), or the result it stopped at."""
         if self.running is not None:
             self.results[self.running] = (False, death)
         elif self.pending is not None:

@@ -50,8 +50,8 @@ def _copy_exercise(exercise: Exercise, to: Path) -> Path:
 
 
 def _copy_solution(solution: Path, to: Path) -> Path:
-    """The solution file and the Python files beside it (helpers it may import), since the
-    tests may not read the folder it is in (it may be the exercise's own)."""
+    """Copy the solution and the Python files beside it (helpers it may import) into `to`."""
+    # The tests may not read the folder it is in: that may be the exercise's own.
     to.mkdir(parents=True)
     helpers = sorted(path for path in solution.parent.glob("*.py")
                      if path != solution and path.is_file() and path.stat().st_size <= HELPER_BYTES)
@@ -71,7 +71,7 @@ def _python_readable() -> list[str]:
 
 @dataclass
 class Run:
-    """One child over the tests not yet graded; `start()`, then `watch()` until it ends."""
+    """One child over the tests not yet graded, in a new folder; `watch()` runs it to its end."""
 
     exercise: Exercise
     solution: Path
@@ -117,9 +117,8 @@ class Run:
         return plan, env
 
     def watch(self, judge: Judge, done: list[str], output: Path) -> tuple[int, bool]:
-        """Run the child to its end; returns (its status as `Popen.returncode`, killed?).
-
-        A `Tampered` raised by the judge propagates after the child is stopped."""
+        """Run the child to its end: (its status as `Popen.returncode`, killed by the watchdog?)."""
+        # A `Tampered` from the judge propagates, after the child is stopped.
         read_fd, write_fd = os.pipe()
         plan, env = self._plan(write_fd, done)
         judge.new_child()

@@ -74,10 +74,8 @@ def _fs_rights(abi: int) -> int:
 
 
 def confine(readable: Iterable[Path], writable: Iterable[Path]) -> int:
-    """Allow this process and its children only the given paths, no TCP and no outside signals.
-
-    Returns the Landlock ABI used, or 0 (nothing done) where the kernel has none. Paths that do
-    not exist are skipped."""
+    """Confine this process and its children to `readable` / `writable`; the ABI used, or 0."""
+    # No TCP and no signals outside the domain where the ABI has them; absent paths skipped.
     abi = landlock_abi()
     libc = _libc()
     if abi == 0 or libc is None:
@@ -122,10 +120,9 @@ def _add_rule(libc: ctypes.CDLL, ruleset: int, path: Path, rights: int) -> None:
 
 
 def set_limits(*, cpu_s: int, file_bytes: int, extra_processes: int) -> None:
-    """CPU seconds, the largest file, and how many more processes this user may start.
-
-    RLIMIT_NPROC counts every process of the user, so the cap is set above today's count;
-    root is exempt from it (the limit is then only a record of intent)."""
+    """Cap CPU seconds, the largest file, and how many more processes this user may start."""
+    # RLIMIT_NPROC counts every process of the user, so the cap is set above today's count;
+    # root is exempt from it (the limit is then only a record of intent).
     for kind, value in ((resource.RLIMIT_CPU, cpu_s), (resource.RLIMIT_FSIZE, file_bytes),
                         (resource.RLIMIT_CORE, 0)):
         _, hard = resource.getrlimit(kind)

@@ -53,10 +53,8 @@ def _descendants(root: int) -> set[int]:
 
 
 def kill_descendants(reaped: dict[int, int], group: int) -> None:
-    """SIGKILL every descendant of this process and reap them, until none is left.
-
-    `reaped` collects the exit statuses of the processes reaped here, by pid. Without /proc
-    (not Linux) only the tests' process group `group` can be found and killed."""
+    """SIGKILL and reap every descendant of this process; their statuses go into `reaped`."""
+    # Without /proc (not Linux) only the tests' process group `group` can be found.
     if not os.path.isdir("/proc"):
         with contextlib.suppress(OSError):
             os.killpg(group, signal.SIGKILL)

@@ -28,10 +28,9 @@ def _names(namespace: dict) -> dict[str, object]:
 
 
 def _same(namespace: dict, names: dict[str, object], strict: bool) -> bool:
-    """Every recorded name still points where it did; if `strict`, no name was added either.
-
-    Packages gain names legitimately (a submodule imported later, a lazy attribute), so only
-    the tests' own modules are strict: a name added there could shadow a builtin."""
+    """Every recorded name still points where it did (and, if `strict`, none was added)."""
+    # Packages gain names legitimately (a submodule imported later, a lazy attribute), so only
+    # the tests' own modules are strict: a name added there could shadow a builtin.
     if strict and namespace.keys() != names.keys():
         return False
     return all(name in namespace and namespace[name] is value for name, value in names.items())

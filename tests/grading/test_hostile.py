@@ -15,8 +15,9 @@ from refimpl.grading.catalogue import EXERCISES_ENV
 from refimpl.grading.confine import landlock_abi
 
 HOSTILE = ["calls_the_recorders_hooks", "empties_the_failures", "forges_its_own_result",
-           "forges_the_records", "kills_the_keeper", "plants_a_conftest", "reads_the_reference",
-           "replaces_the_test_module", "skips_its_tests", "starts_a_daemon"]
+           "forges_the_records", "kills_the_keeper", "patches_a_library", "plants_a_conftest",
+           "reads_the_reference", "replaces_the_test_module", "skips_its_tests",
+           "starts_a_daemon"]
 DAEMON_ENV = "HOSTILE_DAEMON_FILE"  # where the daemon would write, were it able to
 needs_landlock = pytest.mark.skipif(landlock_abi() == 0, reason="no Landlock in this kernel")
 
@@ -51,7 +52,7 @@ def test_an_attack_scores_no_more_than_an_honest_no_op(graded, name):
 
 
 @pytest.mark.parametrize("name", ["replaces_the_test_module", "forges_the_records",
-                                  "calls_the_recorders_hooks"])
+                                  "calls_the_recorders_hooks", "patches_a_library"])
 def test_rewriting_the_tests_or_forging_records_voids_the_grade(graded, name):
     report = graded["reports"][name]
     assert report.score == 0
