@@ -21,7 +21,7 @@ import time
 
 __all__ = ["kill_descendants", "main"]
 
-_PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
 KILL_ROUNDS = 200  # each round kills what it finds; a fork bomb is outpaced well before this
 
 
@@ -56,8 +56,9 @@ def kill_descendants(reaped: dict[int, int], group: int) -> None:
     """SIGKILL and reap every descendant of this process; their statuses go into `reaped`."""
     # Without /proc (not Linux) only the tests' process group `group` can be found.
     if not os.path.isdir("/proc"):
-        with contextlib.suppress(OSError):
-            os.killpg(group, signal.SIGKILL)
+        if group > 0:  # 0 would be our own group
+            with contextlib.suppress(OSError):
+                os.killpg(group, signal.SIGKILL)
         _reap(reaped)
         return
     for _ in range(KILL_ROUNDS):
@@ -106,10 +107,17 @@ def main(argv: list[str]) -> int:
     prctl = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)  # Linux only
     if prctl is not None:
         prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        # A grader that dies (killed, say) sends the keeper SIGTERM, which clears up below it.
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
     import resource  # a crash of the tests should leave no core file
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    child = os.fork()
+    reaped: dict[int, int] = {}
+    tests = [0]  # the test process's pid, once forked
+    # Installed before the fork, so a SIGTERM at any moment clears up instead of killing us.
+    signal.signal(signal.SIGTERM, lambda signum, frame: kill_descendants(reaped, tests[0]))
+    child = tests[0] = os.fork()
     if child == 0:  # the test process
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         code = 70  # EX_SOFTWARE: pytest itself could not run
         try:
             os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
@@ -119,8 +127,6 @@ def main(argv: list[str]) -> int:
             sys.stderr.flush()
             os._exit(code)
     os.close(plan["channel_fd"])  # the grader sees the end of the channel when the tests end
-    reaped: dict[int, int] = {}
-    signal.signal(signal.SIGTERM, lambda signum, frame: kill_descendants(reaped, child))
     while child not in reaped:
         try:
             pid, status = os.waitpid(-1, 0)

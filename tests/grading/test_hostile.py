@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -118,3 +120,28 @@ def test_every_exercise_copy_leaves_the_reference_behind(tmp_path):
         copy = _copy_exercise(exercise, tmp_path / exercise.name)
         assert (copy / exercise.name / exercise.tests.name).is_file()
         assert not (copy / exercise.name / ".meta").exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
+def test_a_grader_killed_mid_run_leaves_no_process_behind(solutions_dir, tmp_path):
+    marker = f"{DAEMON_ENV}={tmp_path / 'mark'}"
+    # The daemon, and a test that would run for a minute: without the kernel telling the
+    # keeper its grader died, both would outlive this test's wait.
+    daemon = tmp_path / "daemon_then_loop.py"
+    daemon.write_text((solutions_dir / "hostile" / "starts_a_daemon.py").read_text()
+                      + "\n\nSolution.connect = lambda self, root: time.sleep(600)\n")
+    script = (f"from refimpl.grading import grade\n"
+              f"grade('linked_level_tree', {str(daemon)!r}, time_limit_s=60)")
+    env = {**os.environ, DAEMON_ENV: str(tmp_path / "mark")}
+    grader = subprocess.Popen([sys.executable, "-c", script], env=env)
+    deadline = time.monotonic() + 120
+    # The keeper, the test process and the daemon, besides the grader.
+    while len([pid for pid in _processes_with(marker) if pid != grader.pid]) < 3:
+        assert time.monotonic() < deadline and grader.poll() is None, "no daemon started"
+        time.sleep(0.05)
+    grader.kill()
+    grader.wait()
+    deadline = time.monotonic() + 20  # far less than the test's minute
+    while _processes_with(marker):
+        assert time.monotonic() < deadline, f"left behind: {_processes_with(marker)}"
+        time.sleep(0.05)
