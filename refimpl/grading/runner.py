@@ -46,11 +46,12 @@ folder, and no process outside the run is affected. Also out of scope: the tests
 which the solution can read (it is public in the course, and in memory anyway); comparisons
 that a returned object overrides (`__eq__`), which each exercise's tests must guard; kernel
 exploits, side channels, other users' processes (RLIMIT_NPROC is per user), and what Landlock
-does not cover (UDP, shared memory). Where the kernel has no Landlock (not Linux, or Linux
-before 5.13) the run is not confined: reads and writes outside the folder and signals to other
-processes are then possible, and the report does not say so; the channel, the tripwire and the
-keeper still apply (finding orphans needs Linux's /proc and subreapers; elsewhere only the
-tests' process group is killed).
+does not cover (UDP, shared memory): the tests inherit the grader's environment (less the home
+and cache variables they get anew), so grade untrusted files with no secrets in it. Where the
+kernel has no Landlock (not Linux, or Linux before 5.13) the run is not confined: reads and
+writes outside the folder and signals to other processes are then possible, and the report
+does not say so; the channel, the tripwire and the keeper still apply (finding orphans needs
+Linux's /proc and subreapers; elsewhere only the tests' process group is killed).
 """
 
 from __future__ import annotations
