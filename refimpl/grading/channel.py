@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 __all__ = ["KEY_BYTES", "Judge", "Tampered", "signer"]
 
 KEY_BYTES = 32
+MAX_LINE_BYTES = 4 << 20  # far above any honest event (the test list is a few KiB)
 
 
 class Tampered(Exception):
@@ -65,6 +66,8 @@ class Judge:
         """Take in bytes from the pipe; raise `Tampered` at the first bad event."""
         self._buffer += data
         *lines, self._buffer = self._buffer.split(b"\n")
+        if len(self._buffer) > MAX_LINE_BYTES:  # a flood without line ends: not ours
+            raise Tampered(f"an event longer than {MAX_LINE_BYTES} bytes")
         for line in lines:
             self._take(self._verify(line))
 

@@ -137,8 +137,17 @@ def grade(
             judge.child_ended(_describe_death(returncode, killed, time_limit_s))
             if not judge.tests or len(judge.results) in (before, len(judge.tests)):
                 break
-        text = output.read_text(encoding="utf-8", errors="replace") if output.exists() else ""
+        text = _tail(output, 10 * OUTPUT_TAIL_CHARS)
     return _report(exercise, solution_path, judge, tampered, text, time.monotonic() - started)
+
+
+def _tail(path: Path, limit: int) -> str:
+    """The last `limit` bytes of `path` as text (a flooding child may have written MiBs)."""
+    if not path.exists():
+        return ""
+    with path.open("rb") as file:
+        file.seek(max(0, path.stat().st_size - limit))
+        return file.read().decode("utf-8", errors="replace")
 
 
 def _report(exercise, solution_path: Path, judge: Judge, tampered: str, output: str,

@@ -115,6 +115,13 @@ def test_the_judge_refuses_a_story_no_honest_child_tells(story):
         judge.feed(_events(judge.key, COLLECTED, *story))
 
 
+def test_the_judge_refuses_a_flood_without_line_ends():
+    judge = Judge(key=b"k" * 32)
+    with pytest.raises(Tampered, match="longer than"):
+        for _ in range(100):
+            judge.feed(b"x" * (1 << 16))
+
+
 def test_the_tripwire_sees_swapped_code_and_names_added_to_the_tests(monkeypatch):
     module = types.ModuleType("fake_tests")
     exec("def test_x():\n    assert False\n", vars(module))
