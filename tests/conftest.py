@@ -1,19 +1,27 @@
-"""Shared test set-up: Numba's cache outside the repository, and the public traces fixture.
+"""Shared test set-up: caches outside the repository and the user's home, and the traces.
 
 Numba compiles each kernel once per machine; pointing `NUMBA_CACHE_DIR` at one shared folder
 (unless CI already did) lets every test process reuse the compiled kernels instead of writing
-`__pycache__` files into the checkout.
+`__pycache__` files into the checkout. refimpl's own cache folder (probe figures, cost tables,
+practice progress) is a fresh temporary folder for each test session, set before any test
+module is imported and inherited by the processes the tests start, so no test reads or writes
+the user's `~/.cache/refimpl` (tests/test_home_untouched.py proves it).
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
-os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(tempfile.gettempdir()) / "refimpl-numba-cache"))
-
 import pytest
+
+os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(tempfile.gettempdir()) / "refimpl-numba-cache"))
+# Not setdefault: a REFIMPL_CACHE_DIR already set is the user's real cache.
+os.environ["REFIMPL_CACHE_DIR"] = tempfile.mkdtemp(prefix="refimpl-test-cache-")
+atexit.register(shutil.rmtree, os.environ["REFIMPL_CACHE_DIR"], True)
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 TRACES = Path(os.environ.get("REFIMPL_TRACES", SHARED / "traces"))

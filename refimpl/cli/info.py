@@ -8,7 +8,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from refimpl._version import __version__
 from refimpl.config import MODEL_PRESETS, HardwareSpec, preset_names
-from refimpl.config.probe import cache_dir, detect_caches
+from refimpl.config.probe import cache_dir, detect_caches, local_cpu_spec
 from refimpl.report.units import format_bytes, format_count, format_rate
 
 REQUEST_TOKENS = 4096  # the request size whose KV footprint `info` shows
@@ -20,7 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "info",
         help="versions, detected caches, SRAM budget, hardware and model presets",
         description="Print versions, this machine's caches and SRAM budget, and all presets. "
-        "The first call measures memory bandwidth and FLOP/s (about a second) and caches them.",
+        "The first call measures memory bandwidth and FLOP/s (about a second) and saves them "
+        "as this machine's `cpu-local` figures; it is the only command that saves them.",
     )
     parser.add_argument(
         "--remeasure", action="store_true", help="measure this machine again instead of "
@@ -45,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
     for label, size in (("L1d", caches.l1d_bytes), ("L2", caches.l2_bytes),
                         ("L3", caches.l3_bytes)):
         print(f"  {label:<4}{format_bytes(size) if size else 'unknown':>12}")
-    local = HardwareSpec.preset("cpu-local", remeasure=args.remeasure)
+    # The one command that saves the probe (other commands only read it or measure in memory).
+    local = local_cpu_spec(remeasure=args.remeasure, save=True)
     print(f"SRAM budget S (default: L2 per core): {format_bytes(local.sram_bytes)}")
     print(f"probe results cached in {cache_dir()}")
 

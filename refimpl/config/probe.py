@@ -1,9 +1,12 @@
 """This machine, read and measured: cache sizes from the OS, bandwidth and FLOP/s by a probe.
 
-The probe takes about a second, so its result is cached as JSON in refimpl's cache folder
+The probe takes about a second, so its result is saved as JSON in refimpl's cache folder
 (`REFIMPL_CACHE_DIR`, else `$XDG_CACHE_HOME/refimpl`, else `~/.cache/refimpl`), keyed by a
 fingerprint of the CPU and the library versions; a changed fingerprint or `remeasure=True`
-(`refimpl info --remeasure`) measures again.
+(`refimpl info --remeasure`) measures again. Only `refimpl info` saves (`save=True`): a figure
+taken while the machine is busy (a test suite, a benchmark) would otherwise stay as this
+machine's figure, so every other caller measures in memory, once per process, when nothing is
+saved.
 """
 
 from __future__ import annotations
@@ -145,20 +148,28 @@ def _measure(l3_bytes: int) -> dict[str, float]:
     }
 
 
-def local_cpu_spec(*, remeasure: bool = False) -> HardwareSpec:
+# Figures measured in this process but not saved, by fingerprint: measured once per process.
+_MEASURED: dict[str, dict[str, float]] = {}
+
+
+def local_cpu_spec(*, remeasure: bool = False, save: bool = False) -> HardwareSpec:
     """`HardwareSpec` of this machine: L2 per core as the SRAM budget, probed speeds."""
+    # The saved probe if any (and not `remeasure`), else a measurement, saved only if `save`.
     fingerprint = machine_fingerprint()
+    key = json.dumps(fingerprint, sort_keys=True)
     path = cache_dir() / "hardware-cpu-local.json"
-    figures = None
-    if not remeasure and path.exists():
+    figures = None if remeasure else _MEASURED.get(key)
+    if figures is None and not remeasure and path.exists():
         try:
             saved = json.loads(path.read_text())
             if saved.get("fingerprint") == fingerprint:
                 figures = saved["figures"]
         except (OSError, ValueError, KeyError):
             figures = None  # a damaged cache file is measured again, not trusted
+    measured = figures is None or figures is _MEASURED.get(key)
     if figures is None:
-        figures = _measure(int(fingerprint["l3_bytes"]))
+        figures = _MEASURED[key] = _measure(int(fingerprint["l3_bytes"]))
+    if save and measured:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps({"fingerprint": fingerprint, "figures": figures}, indent=2))

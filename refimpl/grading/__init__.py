@@ -1,7 +1,9 @@
-"""Graded exercises: the catalogue, the sandboxed pytest runner, reports and practice mode.
+"""Graded exercises: the catalogue, the isolated pytest runner, reports and practice mode.
 
 `grade(exercise, solution_file)` runs the exercise's graded tests against the file in a
-child process and returns a `GradeReport`; `catalogue()` lists the exercises. The pytest
+confined child process and returns a `GradeReport` (`runner.py` states the threat model:
+what a hostile solution can try, what stops it, what is out of scope); `catalogue()` lists
+the exercises. The pytest
 plugin (`refimpl.grading.plugin`) and the measuring helpers (`refimpl.grading.measure`)
 are used by the exercises' own tests.
 """

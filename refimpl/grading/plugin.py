@@ -1,25 +1,31 @@
-"""The pytest plugin under every graded run: time and memory limits, points, a results log.
+"""The pytest plugin under every graded run: time and memory limits, points, the event channel.
 
 It runs inside the child process that `refimpl grade` starts (and in `pytest exercises/NAME`
 runs, via exercises/pytest.ini). Per test, setup and call each get a SIGALRM time limit whose
 exception derives from `BaseException`, so a learner's `except Exception` cannot swallow it;
 the address space is capped with `setrlimit`, so a runaway allocation raises `MemoryError`
-in the test that made it. Each test's start and outcome are appended to a JSON-lines log
-(`--grade-log`) and flushed at once, so the parent knows how far a child got if it crashes.
+in the test that made it. Under `refimpl grade` each test's start, any failure (the moment it
+happens) and its outcome go to the grader as signed events (`refimpl.grading.channel`), and
+after each test a tripwire (`refimpl.grading.tripwire`) checks that the tests, pytest and the
+grader are as they were before the solution was imported.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-import json
-import re
 import signal
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from refimpl.grading.recorder import make_recorder, points_of
+
+__all__ = ["CHANNEL", "DEFAULT_MEMORY_LIMIT_MB", "DEFAULT_TIME_LIMIT_S", "LimitError",
+           "TimeLimitExceeded", "points_of"]
+
 
 try:  # POSIX only; without it (Windows) there is no memory cap
     import resource
@@ -28,9 +34,11 @@ except ImportError:  # pragma: no cover - Windows
 
 DEFAULT_TIME_LIMIT_S = 10.0
 DEFAULT_MEMORY_LIMIT_MB = 1024
-MESSAGE_CHARS = 300  # longest failure message kept per test
-# Exception names dropped from the front of a message (pytest may qualify them with modules).
-_OWN_EXCEPTION = re.compile(r"^([\w.]+\.)?(AssertionError|LimitError|SolutionLoadError): ")
+
+
+# Set by the grading child (refimpl.grading.keeper) before pytest starts: `send(**event)`;
+# handed to the recorder and cleared at configure. None in a plain `pytest exercises/NAME`.
+CHANNEL = None
 
 
 class TimeLimitExceeded(BaseException):
@@ -48,8 +56,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="seconds allowed for each test's setup and each test's call")
     group.addoption("--grade-memory-limit-mb", type=int, default=DEFAULT_MEMORY_LIMIT_MB,
                     help="extra address space (MiB) the test process may take; 0: no limit")
-    group.addoption("--grade-log", default=None,
-                    help="append each test's start and outcome to this JSON-lines file")
     group.addoption("--grade-skip", default=None,
                     help="a file of test ids (one a line) that an earlier process already ran")
 
@@ -66,7 +72,9 @@ def pytest_configure(config: pytest.Config) -> None:
             resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
     if resource is not None:  # a crashing solution should not leave a core file behind
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    config.pluginmanager.register(Recorder(config), "refimpl-grading-recorder")
+    global CHANNEL
+    send, CHANNEL = CHANNEL, None  # from now on reachable only inside the recorder's closures
+    config.pluginmanager.register(make_recorder(send), "refimpl-grading-recorder")
 
 
 def _address_space_bytes() -> int:
@@ -118,86 +126,3 @@ def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     """Time-limit the test itself."""
     return (yield from _limited(item, "the test"))
-
-
-def points_of(item: pytest.Item) -> int:
-    """The points a test is worth (its `points` marker; 1 without one)."""
-    marker = item.get_closest_marker("points")
-    return int(marker.args[0]) if marker is not None else 1
-
-
-class Recorder:
-    """Collects each test's points and outcome; writes the log and the score summary."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        path = config.getoption("--grade-log")
-        self.log = open(path, "a", encoding="utf-8") if path else None  # noqa: SIM115
-        self.points: dict[str, int] = {}
-        self.failures: dict[str, str] = {}  # nodeid -> first failure message
-
-    def _write(self, **event: object) -> None:
-        if self.log is not None:
-            self.log.write(json.dumps(event) + "\n")
-            self.log.flush()
-
-    def pytest_collection_modifyitems(
-        self, config: pytest.Config, items: list[pytest.Item]
-    ) -> None:
-        """Drop the tests that an earlier child, which then crashed, already ran."""
-        path = config.getoption("--grade-skip")
-        if path:
-            done = set(Path(path).read_text(encoding="utf-8").splitlines())
-            items[:] = [item for item in items if item.nodeid not in done]
-
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """Log the tests about to run, with their points and titles."""
-        self.points = {item.nodeid: points_of(item) for item in session.items}
-        tests = [{"nodeid": item.nodeid, "name": item.name, "points": self.points[item.nodeid],
-                  "title": _title(item)} for item in session.items]
-        self._write(event="collected", tests=tests)
-
-    def pytest_runtest_logstart(self, nodeid: str) -> None:
-        """Log that a test started (the parent's watchdog times it)."""
-        self._write(event="start", nodeid=nodeid)
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Keep the first failure message of each test."""
-        if report.failed and report.nodeid not in self.failures:
-            self.failures[report.nodeid] = _message(report)
-
-    def pytest_runtest_logfinish(self, nodeid: str) -> None:
-        """Log the test's outcome."""
-        message = self.failures.get(nodeid, "")
-        self._write(event="result", nodeid=nodeid, passed=nodeid not in self.failures,
-                    message=message)
-
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        """Log a test file that could not even be collected."""
-        if report.failed:
-            self._write(event="collect_error", message=_message(report))
-
-    def pytest_terminal_summary(self, terminalreporter) -> None:
-        """Print `score: X/Y` under pytest's own summary."""
-        total = sum(self.points.values())
-        score = sum(p for nodeid, p in self.points.items() if nodeid not in self.failures)
-        terminalreporter.write_line(f"score: {score}/{total}")
-
-    def pytest_unconfigure(self) -> None:
-        """Close the log."""
-        if self.log is not None:
-            self.log.close()
-
-
-def _title(item: pytest.Item) -> str:
-    doc = getattr(getattr(item, "function", None), "__doc__", None) or item.name
-    return doc.strip().splitlines()[0]
-
-
-def _message(report: pytest.TestReport | pytest.CollectReport) -> str:
-    """One line saying why a test failed: the exception and its message."""
-    crash = getattr(report.longrepr, "reprcrash", None)
-    text = crash.message if crash is not None else str(report.longrepr)
-    # Assertion rewriting appends the compared values on later lines; keep the first one.
-    text = " ".join(text.strip().splitlines()[:1]) or "failed"
-    text = _OWN_EXCEPTION.sub("", text)  # the message says it all; other names are kept
-    return text[:MESSAGE_CHARS]

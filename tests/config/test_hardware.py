@@ -7,6 +7,7 @@ import json
 import pytest
 
 from refimpl import HardwareSpec
+from refimpl.cli import main
 from refimpl.config import HARDWARE_PRESETS, preset_names, probe
 from refimpl.errors import ConfigError
 
@@ -28,6 +29,7 @@ def fake_probe(monkeypatch, tmp_path):
         return dict(FAKE_FIGURES)
 
     monkeypatch.setattr(probe, "_measure", measure)
+    monkeypatch.setattr(probe, "_MEASURED", {})  # nothing measured yet in this process
     return calls
 
 
@@ -67,16 +69,26 @@ def test_impossible_hardware_is_rejected(field, value):
         HardwareSpec(**fields)
 
 
-def test_cpu_local_budget_is_the_l2_size_and_the_probe_is_cached(fake_probe, tmp_path):
+def test_cpu_local_budget_is_the_l2_size_and_measured_once_per_process(fake_probe, tmp_path):
     first = HardwareSpec.preset("cpu-local")
     second = HardwareSpec.preset("cpu-local")
-    assert len(fake_probe) == 1  # measured once, then read back
+    assert len(fake_probe) == 1  # measured once, then kept
     assert first == second
     assert first.sram_bytes == probe.detect_caches().l2_bytes
     assert first.memory_bandwidth_bytes_s == FAKE_FIGURES["memory_bandwidth_bytes_s"]
     assert not first.analytic
+    assert not (tmp_path / "hardware-cpu-local.json").exists()  # a preset never saves
+
+
+def test_only_refimpl_info_saves_the_probe_and_later_processes_read_it(fake_probe, tmp_path,
+                                                                       monkeypatch, capsys):
+    assert main(["info"]) == 0
     saved = json.loads((tmp_path / "hardware-cpu-local.json").read_text())
     assert saved["fingerprint"] == probe.machine_fingerprint()
+    assert saved["figures"] == FAKE_FIGURES
+    monkeypatch.setattr(probe, "_MEASURED", {})  # as in a fresh process
+    assert HardwareSpec.preset("cpu-local").peak_flops == FAKE_FIGURES["peak_flops"]
+    assert len(fake_probe) == 1  # read back, not measured again
 
 
 def test_remeasure_and_a_changed_machine_measure_again(fake_probe, monkeypatch):

@@ -25,7 +25,7 @@ def recursive_json(tmp_path_factory, solutions_dir):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("REFIMPL_PRACTICE_FILE", str(progress))
         assert main(["grade", "linked_level_tree", "--solution", str(solution),
-                     "--json", str(path)]) == 0
+                     "--json", str(path)]) == 1  # below full marks
     return json.loads(path.read_text()), load_progress(progress)
 
 
@@ -91,7 +91,7 @@ def test_practice_shows_todays_exercise_and_its_last_result(capsys, private_prog
     day = next(d for d in days if exercise_of_the_day(exercises, d).name == "linked_level_tree")
     assert main(["practice", "--date", day.isoformat()]) == 0
     assert "exercise of" in capsys.readouterr().out
-    assert main(["grade", "linked_level_tree", "--solution", str(TREE.starter)]) == 0
+    assert main(["grade", "linked_level_tree", "--solution", str(TREE.starter)]) == 1
     capsys.readouterr()
     assert main(["practice", "--date", day.isoformat()]) == 0
     out = capsys.readouterr().out

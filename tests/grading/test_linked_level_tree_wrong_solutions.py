@@ -32,7 +32,7 @@ EXPECTED = {
     # Every level below the root becomes a ring; only trees of one level escape.
     "circular_levels": (ALL - {EMPTY, SINGLE, RETURNS_ROOT}, ""),
 }
-TIME_LIMIT_S = 2.0  # short, so the looping solution costs seconds
+TIME_LIMIT_S = 5.0  # short, so the looping solution costs seconds; generous for a busy machine
 
 
 @pytest.fixture(scope="module")
