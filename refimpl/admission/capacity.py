@@ -10,17 +10,23 @@ Two capacities bound what a deadline-paced scheduler (seed section 6) can serve:
 - **Prompt time.** A prompt of `u` tokens after `c` computed costs `a * u + b * pairs` model
   seconds (refimpl.admission.state.linearise_prefill). The newcomer's first token comes once
   the prompt work ahead of it in the policy's own order (every admitted prompt for an
-  arrival-order policy; those due no later for a deadline-order one, plus what tighter
-  classes will bring before its deadline at their observed arrival rate) and its own prompt
-  are done, at the share left by the decodes, and the step that completes it ends:
-  `now + tick + kappa * work / (eta * (1 - share))`.
+  arrival-order policy; those due no later for a deadline-order one) and its own prompt are
+  done, at the rate `r = eta * (1 - share) / kappa` left by the decodes, and the step that
+  completes it ends: `now + tick + work / r`. Under deadline order, tighter classes keep
+  arriving ahead of it at their admitted rate `rho` (model prompt seconds per second): the
+  wait is then `work / (r - rho)`, a priority queue's residual rate, and never more than
+  `(work + W) / r` with `W` all the tighter work that can arrive while still due before it.
   Under deadline order a newcomer also delays every prompt due after it: the gate checks that
   none of those that would be on time is pushed late.
+- **KV pages.** Its KV peak (prompt plus output) must fit beside the peaks of the requests
+  that started and of those that start before it; pages it lacks come back at the rate the
+  admitted requests were seen returning them, and its first token waits for them.
 Both are calibrated online by the error of their own predictions, not by observed latencies
 (a deadline-paced scheduler spends TPOT slack on purpose, so observed TPOTs sit near their
 targets whether or not there is room): `kappa` is the measured step time over the model's, and
 `eta` the prompt work the policy actually delivered over what the model said was free, both
-over the last `RING` steps (1 until `MIN_OBSERVATIONS` steps are in).
+over the last `RING` steps (1 until `MIN_OBSERVATIONS` steps are in); the pages' return
+rate is measured over the same steps.
 """
 
 from __future__ import annotations
@@ -38,8 +44,10 @@ __all__ = [
     "delivery",
     "granularity_s",
     "prompt_seconds",
+    "return_rate",
     "step_error",
     "tick_s",
+    "wait_s",
 ]
 
 ETA_RANGE = (0.05, 2.0)  # the delivery calibration is clipped to this range
@@ -123,37 +131,62 @@ def _remaining_s(f, ints, j):
 
 
 @kernel
-def future_work_s(s, floats, i, now):
-    """Prompt seconds that tighter classes are expected to bring ahead of request `i` before
-    its deadline, at their admitted arrival rate (deadline order only)."""
+def tighter_arrivals(s, floats, i, now):
+    """(model prompt seconds per second that tighter classes bring, the seconds of it that
+    may arrive while still due before request `i`'s deadline): the work that will jump ahead
+    of `i` under deadline order, at the classes' admitted arrival rates (0, 0 otherwise)."""
     if s.iparams[S.ORDER] != S.DEADLINE_ORDER:
-        return 0.0
+        return 0.0, 0.0
     horizon = s.fparams[S.RATE_HORIZON_S]
     deadline, target = floats[ARRIVAL, i] + floats[TTFT_SLO, i], floats[TTFT_SLO, i]
-    work = 0.0
+    rate = work = 0.0
     for c in range(S.MAX_CLASSES):
         t = s.ttft_targets[c]
         if t == t and t < target:  # (not NaN: a class seen)
             decayed = s.class_work_s[c] * np.exp(-(now - s.class_time_s[c]) / horizon)
+            rate += decayed / horizon
             work += decayed / horizon * max(deadline - t - now, 0.0)
-    return work
+    return rate, work
+
+
+@inline_kernel
+def wait_s(work, rate, tighter_rate, tighter_work):
+    """Seconds to do `work` at `rate` while tighter work keeps arriving at `tighter_rate`
+    (a priority queue's residual rate), no more than when all `tighter_work` that can jump
+    ahead is done too."""
+    bounded = (work + tighter_work) / rate
+    if rate > tighter_rate:
+        return min(work / (rate - tighter_rate), bounded)
+    return bounded
+
+
+@inline_kernel
+def return_rate(s):
+    """KV pages per second that admitted requests gave back over the window (0: none seen)."""
+    if s.totals[S.MEASURED_S] <= 0:
+        return 0.0
+    return s.totals[S.RETURNED_PAGES] / s.totals[S.MEASURED_S]
 
 
 @kernel
-def assess(s, ints, floats, i, now, output, margin):
+def assess(s, ints, floats, i, now, output, margin, pages, num_pages):
     """(slack of request `i`'s first token against `margin` of its TTFT target if admitted
-    now with `output` tokens, 1 if it would push an on-time admitted prompt late, its decode
-    share) in seconds, flag, fraction (module doc)."""
+    now with `output` tokens and a KV peak of `pages`, 1 if it would push an on-time admitted
+    prompt late, its decode share, the slack left once it also waited for KV pages: +inf
+    when they are there, -inf when none are seen coming back, the KV peaks held before it
+    starts) (module doc)."""
     f = s.fparams
     kappa, eta = step_error(s), delivery(s)
     load = decode_load(f, ints, floats, i, output)
     share_with = decode_share(s, load, floats[TPOT_SLO, i] if output >= 2 else np.inf)
     deadline = floats[ARRIVAL, i] + margin * floats[TTFT_SLO, i]
     if share_with >= 1.0:
-        return -np.inf, 0, share_with
+        return -np.inf, 0, share_with, np.inf, 0
     rate_with = eta * (1.0 - share_with) / kappa  # model prompt seconds per second
     own = _remaining_s(f, ints, i)
-    ahead = future_work_s(s, floats, i, now)
+    tighter_rate, tighter_work = tighter_arrivals(s, floats, i, now)
+    ahead = 0.0
+    pages_ahead = s.counts[S.RESERVED]  # started ones hold their peaks, wherever they are
     num_later = 0
     deadline_order = s.iparams[S.ORDER] == S.DEADLINE_ORDER
     for k in range(s.counts[S.NUM_PENDING]):
@@ -162,17 +195,24 @@ def assess(s, ints, floats, i, now, output, margin):
             continue
         if not deadline_order or _before(ints, floats, j, i):
             ahead += _remaining_s(f, ints, j)
+            pages_ahead += 0 if s.holds[j] else s.pages[j]
         else:
             s.scratch_i[num_later] = j
             s.scratch_f[num_later] = floats[ARRIVAL, j] + floats[TTFT_SLO, j]
             num_later += 1
     tick = granularity_s(s)
-    slack = deadline - (now + tick + (ahead + own) / rate_with)
+    slack = deadline - (now + tick + wait_s(ahead + own, rate_with, tighter_rate, tighter_work))
     harm = 0
     if num_later > 0 and slack >= 0:
         harm = _delays_on_time(s, ints, floats, num_later, ahead + own, own, now + tick,
                                rate_with, eta * (1.0 - decode_share(s, 0.0, np.inf)) / kappa)
-    return slack, harm, share_with
+    short = pages_ahead + pages - num_pages  # pages it must wait for, ahead ones holding
+    kv_slack = np.inf
+    if short > 0:
+        returned = return_rate(s)
+        kv_slack = (deadline - (now + short / returned + tick + own / rate_with)
+                    if returned > 0 else -np.inf)
+    return slack, harm, share_with, kv_slack, pages_ahead
 
 
 @kernel

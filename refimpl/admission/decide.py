@@ -4,18 +4,24 @@ For each arrival, first match wins (low priority means `priority >= low_priority
 fit within `low_priority_margin` of its TTFT target, so that it gives way first):
 1. `ttft_capacity`: its first token cannot come by its deadline, even admitted now
    (refimpl.admission.capacity.assess): rejected, since waiting cannot bring it sooner.
-2. `kv_watermark`: the KV peaks of the admitted requests and its own exceed the pool: queued
-   while admitted requests will return pages, else rejected. Above the watermark, a
-   long-context low-priority request is degraded instead: its output is capped to fit under
-   the watermark (it ends `length_capped`), or rejected if that leaves under `min_capped`.
+2. `kv_watermark`: its KV peak does not fit beside those of the requests that started and
+   that start before it, and the pages it lacks would come back too late for its deadline:
+   rejected; or nothing has been seen returning pages yet: queued while admitted requests
+   run, else rejected. Above the watermark (of those peaks), a long-context
+   low-priority request is degraded instead: its output is capped to fit under the watermark
+   (it ends `length_capped`), unless that leaves under `min_capped` (then it is decided as
+   any other).
 3. `tpot_capacity`: with it, decoding would take more than `decode_cap` of the machine:
    queued until the decode load falls, else rejected.
 4. `delays_admitted`: it would push a prompt due after it, on time now, past its deadline:
    queued (the other may soon be done), else rejected.
-Low priority is never queued: under pressure it gives way at once. A queued request leaves
+"Else rejected": when nothing admitted is left to free capacity. A queued request leaves
 the queue accepted or degraded once a decision says so (decided again whenever capacity came
 back), or rejected `queue_timeout` once its own first token could no longer be on time; an
-arrival finding the queue full (`max_queue`) is rejected `queue_full`.
+arrival finding the queue full (`max_queue`) is rejected `queue_full`. This is the seed's
+"degrade before reject": wait (bounded by the request's own deadline), cap the output, and
+only then refuse; quantizing and spilling pages are the KV ladder's rungs, which the `slo`
+policy climbs on the admitted requests.
 """
 
 from __future__ import annotations
@@ -57,6 +63,8 @@ from refimpl.sched.table import (
 __all__ = ["arrive", "commit", "decide", "observe", "poll"]
 
 ACCEPT, QUEUE, DEGRADE, REJECT = range(4)  # the loop's action codes
+# The calibration window's columns, in order, and the totals each one sums into.
+WINDOW_TOTALS = (S.MEASURED_S, S.MODELLED_S, S.DELIVERED_S, S.AVAILABLE_S, S.RETURNED_PAGES)
 
 
 @kernel
@@ -65,22 +73,21 @@ def decide(s, ints, floats, kv, i, now):
     f, c = s.fparams, s.iparams
     is_low = ints[PRIORITY, i] >= c[S.LOW_PRIORITY]
     output = ints[MAX_NEW, i]
-    slack, harm, share = assess(s, ints, floats, i, now, output,
-                                f[S.LOW_MARGIN] if is_low else 1.0)
-    waits = QUEUE if s.counts[S.NUM_ADMITTED] > 0 and not is_low else REJECT
+    total = ints[PROMPT, i] + output
+    pages, num_pages = kvm.pages_for(total, kv.page_size), kv.num_pages
+    slack, harm, share, kv_slack, held = assess(s, ints, floats, i, now, output,
+                                                f[S.LOW_MARGIN] if is_low else 1.0, pages,
+                                                num_pages)
+    waits = QUEUE if s.counts[S.NUM_ADMITTED] > 0 else REJECT
     if slack < 0:
         return REJECT, TTFT_CAPACITY, 0
-    total = ints[PROMPT, i] + output
-    reserved, num_pages = s.counts[S.RESERVED], kv.num_pages
-    if reserved + kvm.pages_for(total, kv.page_size) > num_pages:
-        return waits, KV_WATERMARK, 0
-    if (reserved + kvm.pages_for(total, kv.page_size) > f[S.WATERMARK] * num_pages and is_low
-            and total >= c[S.LONG_CONTEXT]):
-        room = int(f[S.WATERMARK] * num_pages) - reserved
-        cap = min(room * kv.page_size - ints[PROMPT, i], output - 1)
-        if cap < c[S.MIN_CAPPED]:
-            return REJECT, KV_WATERMARK, 0
-        return DEGRADE, KV_WATERMARK, cap
+    if kv_slack < 0:
+        return (waits if kv_slack == -np.inf else REJECT), KV_WATERMARK, 0
+    if held + pages > f[S.WATERMARK] * num_pages and is_low and total >= c[S.LONG_CONTEXT]:
+        cap = min((int(f[S.WATERMARK] * num_pages) - held) * kv.page_size - ints[PROMPT, i],
+                  output - 1)
+        if cap >= c[S.MIN_CAPPED]:  # (a shorter cap is no service: it goes on as it is)
+            return DEGRADE, KV_WATERMARK, cap
     if share > f[S.DECODE_CAP]:
         return waits, TPOT_CAPACITY, 0
     if harm:
@@ -150,7 +157,6 @@ def commit(s, ints, floats, kv, i, now, action, reason, cap, gate_out, column):
     f = s.fparams
     output = cap if action == DEGRADE else ints[MAX_NEW, i]
     s.pages[i] = kvm.pages_for(ints[PROMPT, i] + output, kv.page_size)
-    s.counts[S.RESERVED] += s.pages[i]
     s.load[i] = decode_load(f, ints, floats, i, output)
     s.totals[S.LOAD] += s.load[i]
     s.counts[S.NUM_ADMITTED] += 1
@@ -205,53 +211,60 @@ def observe(s, ints, floats, entries, sizes, finished, num_finished, duration):
         prompts_s += prompt_seconds(f, tokens, max(ints[COMPUTED, j] - tokens, 0))
     modelled += prompts_s
     delivered = available = 0.0
-    if s.counts[S.NUM_PENDING] > 0:  # prompts waited: the step could have been all theirs
+    # prompts waited and the policy gave the step some (a step it held them back in, for
+    # KV pages, says nothing of the rate: the KV estimate covers pages)
+    if s.counts[S.NUM_PENDING] > 0 and prompts_s > 0:
         kappa = step_error(s)
         delivered = kappa * prompts_s
         available = duration * max(1.0 - decode_share(s, 0.0, np.inf), 0.0)
-    if duration > 0:
-        _remember(s, duration, modelled, delivered, available)
-    _forget_finished(s, ints, floats, finished, num_finished)
     kept = 0
     for k in range(s.counts[S.NUM_PENDING]):
         j = s.pending[k]
+        if s.holds[j] == 0 and ints[COMPUTED, j] > 0:  # started: its peak is now held
+            s.holds[j] = 1
+            s.counts[S.RESERVED] += s.pages[j]
         if ints[STATUS, j] < FINISHED and ints[COMPUTED, j] < ints[PROMPT, j]:
             s.pending[kept] = j
             kept += 1
     if kept < s.counts[S.NUM_PENDING]:
         s.counts[S.FREED] = 1  # prompts done: the ones queued behind them may fit now
     s.counts[S.NUM_PENDING] = kept
+    returned = _forget_finished(s, ints, floats, finished, num_finished)
+    if duration > 0:
+        _remember(s, duration, modelled, delivered, available, returned)
     return s.counts[S.NUM_QUEUED]
 
 
 @inline_kernel
-def _remember(s, measured, modelled, delivered, available):
+def _remember(s, measured, modelled, delivered, available, returned):
     """One step into the calibration window (its sums kept, O(1))."""
     t, ring = s.totals, s.ring
     k = s.counts[S.RING_NEXT]
     if s.counts[S.RING_LEN] == S.RING:
-        t[S.MEASURED_S] -= ring[k, 0]
-        t[S.MODELLED_S] -= ring[k, 1]
-        t[S.DELIVERED_S] -= ring[k, 2]
-        t[S.AVAILABLE_S] -= ring[k, 3]
+        for column, total in enumerate(WINDOW_TOTALS):
+            t[total] -= ring[k, column]
     else:
         s.counts[S.RING_LEN] += 1
     ring[k, 0], ring[k, 1], ring[k, 2], ring[k, 3] = measured, modelled, delivered, available
-    t[S.MEASURED_S] += measured
-    t[S.MODELLED_S] += modelled
-    t[S.DELIVERED_S] += delivered
-    t[S.AVAILABLE_S] += available
+    ring[k, 4] = returned
+    for column, total in enumerate(WINDOW_TOTALS):
+        t[total] += ring[k, column]
     s.counts[S.RING_NEXT] = (k + 1) % S.RING
 
 
 @inline_kernel
 def _forget_finished(s, ints, floats, finished, num_finished):
-    """Release the reservations of the admitted requests that ended in the step."""
+    """Release the reservations of the admitted requests that ended in the step; returns
+    the KV peaks given back."""
+    returned = 0
     for k in range(num_finished):
         i = finished[k]
         if s.pages[i] == 0:
             continue
-        s.counts[S.RESERVED] -= s.pages[i]
+        if s.holds[i]:
+            s.counts[S.RESERVED] -= s.pages[i]
+            returned += s.pages[i]
+            s.holds[i] = 0
         s.pages[i] = 0
         s.totals[S.LOAD] -= s.load[i]
         if s.load[i] > 0:
@@ -261,3 +274,4 @@ def _forget_finished(s, ints, floats, finished, num_finished):
         s.counts[S.FREED] = 1
     if s.counts[S.NUM_ADMITTED] == 0:
         s.totals[S.LOAD] = 0.0  # no drift left over from the sums
+    return returned

@@ -26,9 +26,10 @@ ORDER, MAX_QUEUE, LOW_PRIORITY, LONG_CONTEXT, MIN_CAPPED, MIN_OBSERVATIONS = ran
 ARRIVAL_ORDER, DEADLINE_ORDER = range(2)  # values of ORDER
 # Entries of `totals` (floats): the admitted decode load (seconds of decoding per second);
 # then the calibration window's sums: measured step seconds, the model's step seconds, the
-# model's prompt seconds delivered and the prompt seconds the model said were available.
-LOAD, MEASURED_S, MODELLED_S, DELIVERED_S, AVAILABLE_S = range(5)
-# Entries of `counts` (ints): reserved KV pages, admitted requests not ended, admitted
+# model's prompt seconds delivered, the prompt seconds the model said were available, and
+# the KV pages that admitted requests returned.
+LOAD, MEASURED_S, MODELLED_S, DELIVERED_S, AVAILABLE_S, RETURNED_PAGES = range(6)
+# Entries of `counts` (ints): KV peaks of the admitted requests that started, admitted
 # prompts not computed (`pending`), queued requests, whether capacity came back since the
 # last poll, the calibration ring's next slot and fill.
 RESERVED, NUM_ADMITTED, NUM_PENDING, NUM_QUEUED, FREED, RING_NEXT, RING_LEN = range(7)
@@ -44,7 +45,8 @@ class GateState(NamedTuple):
     iparams: np.ndarray  # int64, ORDER ...
     totals: np.ndarray  # float64, LOAD ...
     counts: np.ndarray  # int64, RESERVED ...
-    pages: np.ndarray  # int64 per request: KV pages reserved while admitted (0: none)
+    pages: np.ndarray  # int64 per request: its KV peak while admitted (0: not admitted)
+    holds: np.ndarray  # int64 per request: 1 once it started (its peak is in RESERVED)
     load: np.ndarray  # float64 per request: its decode load while admitted
     pending: np.ndarray  # int64: admitted requests whose prompt is not computed yet
     queue: np.ndarray  # int64: queued requests, in arrival order
@@ -53,7 +55,8 @@ class GateState(NamedTuple):
     ttft_targets: np.ndarray  # float64 per class: TTFT targets seen at arrival
     class_work_s: np.ndarray  # float64 per class: admitted prompt seconds, decayed
     class_time_s: np.ndarray  # float64 per class: when `class_work_s` was last decayed
-    ring: np.ndarray  # float64 (RING, 4): a step's measured, modelled, delivered, available
+    ring: np.ndarray  # float64 (RING, 5): a step's measured, modelled, delivered, available
+    # seconds and returned pages
     decisions: np.ndarray  # int64 (4, MAX_REASONS): decisions by action and reason
     scratch_f: np.ndarray  # float64 per request: sort keys
     scratch_i: np.ndarray  # int64 per request: sorted rows
@@ -75,11 +78,12 @@ def new_gate_state(fparams: np.ndarray, iparams: np.ndarray, num_requests: int) 
     """A fresh state for a run of `num_requests` (parameters laid out as above)."""
     n = max(num_requests, 1)
     return GateState(
-        np.asarray(fparams, np.float64), np.asarray(iparams, np.int64), np.zeros(5),
-        np.zeros(7, np.int64), np.zeros(n, np.int64), np.zeros(n), np.zeros(n, np.int64),
+        np.asarray(fparams, np.float64), np.asarray(iparams, np.int64), np.zeros(6),
+        np.zeros(7, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n),
+        np.zeros(n, np.int64),
         np.zeros(n, np.int64), np.zeros(MAX_CLASSES), np.zeros(MAX_CLASSES, np.int64),
         np.full(MAX_CLASSES, np.nan), np.zeros(MAX_CLASSES), np.zeros(MAX_CLASSES),
-        np.zeros((RING, 4)), np.zeros((4, MAX_REASONS), np.int64), np.zeros(n),
+        np.zeros((RING, 5)), np.zeros((4, MAX_REASONS), np.int64), np.zeros(n),
         np.zeros(n, np.int64))
 
 

@@ -58,17 +58,28 @@ def test_the_python_reading_of_the_gate_decides_as_the_compiled_one(make_request
     assert compiled.steps.admission_counts == bridged.steps.admission_counts
 
 
-def test_a_rejected_request_would_have_missed_had_it_been_admitted(make_requests):
+def test_a_rejected_request_would_have_missed_when_replayed_without_the_gate(make_requests):
     gated = simulate(_burst(make_requests), "slo", admission=True)
+    rejected = gated.requests.status == "rejected"
+    assert rejected.sum() >= 10  # the burst is an overload
+    ungated = simulate(_burst(make_requests), "slo", admission=False)
+    met_alone = request_latencies(ungated.requests).meets_slo
+    # the stated tolerance: at most one in ten of the gate's rejections met without it
+    assert (rejected & met_alone).sum() <= 0.1 * rejected.sum()
+
+
+def test_admitting_a_rejected_request_would_not_have_served_more(make_requests):
+    gated = simulate(_burst(make_requests), "slo", admission=True)
+    met = request_latencies(gated.requests).meets_slo.sum()
     rejected = np.flatnonzero(gated.requests.status == "rejected")
-    assert len(rejected) >= 10  # the burst is an overload
-    sample = rejected[:: max(len(rejected) // 12, 1)]
-    missed = 0
+    sample = rejected[:: max(len(rejected) // 10, 1)]
+    gained = 0
     for row in sample:  # rows are in arrival order, as the loop's
         replay = simulate(_burst(make_requests), "slo", admission=AdmitOne(forced=int(row)))
-        missed += not request_latencies(replay.requests).meets_slo[row]
-    # the stated tolerance: at most one in ten of the gate's rejections was servable
-    assert missed >= 0.9 * len(sample)
+        gained += request_latencies(replay.requests).meets_slo.sum() > met
+    # the forced request may well make it, but at others' expense: the stated tolerance is
+    # that at most one in five such admissions raises the number served within their SLOs
+    assert gained <= 0.2 * len(sample)
 
 
 def test_the_audit_counts_false_rejects_and_late_admits(make_requests):
