@@ -18,9 +18,13 @@ Two capacities bound what a deadline-paced scheduler (seed section 6) can serve:
   `(work + W) / r` with `W` all the tighter work that can arrive while still due before it.
   Under deadline order a newcomer also delays every prompt due after it: the gate checks that
   none of those that would be on time is pushed late.
-- **KV pages.** Its KV peak (prompt plus output) must fit beside the peaks of the requests
-  that started and of those that start before it; pages it lacks come back at the rate the
-  admitted requests were seen returning them, and its first token waits for them.
+- **KV pages.** While it lives (its TTFT target, then its output at its TPOT pace) every
+  admitted request grows at its own pace from where it is, up to its peak: that projection
+  with its own peak must fit under the watermark (above it a policy starts no prompt; for
+  a high-priority request, the low-priority requests' pages do not count: the ladder takes
+  its room from them);
+  pages it lacks come back at the rate the admitted requests were seen returning them, and
+  its first token waits for them.
 Both are calibrated online by the error of their own predictions, not by observed latencies
 (a deadline-paced scheduler spends TPOT slack on purpose, so observed TPOTs sit near their
 targets whether or not there is room): `kappa` is the measured step time over the model's, and
@@ -35,7 +39,18 @@ import numpy as np
 
 from refimpl._numba import inline_kernel, kernel
 from refimpl.admission import state as S
-from refimpl.sched.table import ARRIVAL, COMPUTED, FINISHED, PROMPT, STATUS, TPOT_SLO, TTFT_SLO
+from refimpl.kv import manager as kvm
+from refimpl.sched.table import (
+    ARRIVAL,
+    COMPUTED,
+    FINISHED,
+    GENERATED,
+    PRIORITY,
+    PROMPT,
+    STATUS,
+    TPOT_SLO,
+    TTFT_SLO,
+)
 
 __all__ = [
     "assess",
@@ -43,6 +58,7 @@ __all__ = [
     "decode_share",
     "delivery",
     "granularity_s",
+    "kv_projection",
     "prompt_seconds",
     "return_rate",
     "step_error",
@@ -169,12 +185,36 @@ def return_rate(s):
 
 
 @kernel
-def assess(s, ints, floats, i, now, output, margin, pages, num_pages):
+def kv_projection(s, ints, floats, i, output, page_size):
+    """KV pages the admitted requests and request `i` would hold at most while `i` lives
+    (its TTFT target and its output at its TPOT pace): each grows at its own pace from its
+    tokens now, up to its peak. A prompt not started that the policy serves after `i` gets
+    no pages before `i` has its own (no prompt starts above the watermark), so it is left
+    out. Returns (pages in all, of which low-priority requests')."""
+    life = floats[TTFT_SLO, i] + output * floats[TPOT_SLO, i]
+    total = kvm.pages_for(ints[PROMPT, i] + output, page_size)
+    low = 0
+    deadline_order = s.iparams[S.ORDER] == S.DEADLINE_ORDER
+    for k in range(s.counts[S.NUM_ADMITTED]):
+        j = s.admitted[k]
+        if j == i or s.pages[j] == 0:
+            continue
+        if deadline_order and ints[COMPUTED, j] == 0 and not _before(ints, floats, j, i):
+            continue
+        grown = ints[PROMPT, j] + ints[GENERATED, j] + int(life / floats[TPOT_SLO, j])
+        pages = min(s.pages[j], kvm.pages_for(grown, page_size))
+        total += pages
+        if ints[PRIORITY, j] >= s.iparams[S.LOW_PRIORITY]:
+            low += pages
+    return total, low
+
+
+@kernel
+def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
     """(slack of request `i`'s first token against `margin` of its TTFT target if admitted
-    now with `output` tokens and a KV peak of `pages`, 1 if it would push an on-time admitted
-    prompt late, its decode share, the slack left once it also waited for KV pages: +inf
-    when they are there, -inf when none are seen coming back, the KV peaks held before it
-    starts) (module doc)."""
+    now with `output` tokens, 1 if it would push an on-time admitted prompt late, its decode
+    share, the slack left once it also waited for KV pages: +inf when they are there, -inf
+    when none are seen coming back, the KV projection with it) (module doc)."""
     f = s.fparams
     kappa, eta = step_error(s), delivery(s)
     load = decode_load(f, ints, floats, i, output)
@@ -186,7 +226,6 @@ def assess(s, ints, floats, i, now, output, margin, pages, num_pages):
     own = _remaining_s(f, ints, i)
     tighter_rate, tighter_work = tighter_arrivals(s, floats, i, now)
     ahead = 0.0
-    pages_ahead = s.counts[S.RESERVED]  # started ones hold their peaks, wherever they are
     num_later = 0
     deadline_order = s.iparams[S.ORDER] == S.DEADLINE_ORDER
     for k in range(s.counts[S.NUM_PENDING]):
@@ -195,7 +234,6 @@ def assess(s, ints, floats, i, now, output, margin, pages, num_pages):
             continue
         if not deadline_order or _before(ints, floats, j, i):
             ahead += _remaining_s(f, ints, j)
-            pages_ahead += 0 if s.holds[j] else s.pages[j]
         else:
             s.scratch_i[num_later] = j
             s.scratch_f[num_later] = floats[ARRIVAL, j] + floats[TTFT_SLO, j]
@@ -206,13 +244,19 @@ def assess(s, ints, floats, i, now, output, margin, pages, num_pages):
     if num_later > 0 and slack >= 0:
         harm = _delays_on_time(s, ints, floats, num_later, ahead + own, own, now + tick,
                                rate_with, eta * (1.0 - decode_share(s, 0.0, np.inf)) / kappa)
-    short = pages_ahead + pages - num_pages  # pages it must wait for, ahead ones holding
+    # pages it must wait for: a policy starts no prompt above the watermark (the `slo`
+    # ladder's first rung), so that is the room the admitted requests and it grow in; for a
+    # high-priority request the low-priority ones' pages are room too, since the ladder's
+    # later rungs (cap, quantize, spill, preempt) take from them first
+    projected, low = kv_projection(s, ints, floats, i, output, page_size)
+    is_low = ints[PRIORITY, i] >= s.iparams[S.LOW_PRIORITY]
+    short = projected - (0 if is_low else low) - f[S.WATERMARK] * num_pages
     kv_slack = np.inf
     if short > 0:
         returned = return_rate(s)
         kv_slack = (deadline - (now + short / returned + tick + own / rate_with)
                     if returned > 0 else -np.inf)
-    return slack, harm, share_with, kv_slack, pages_ahead
+    return slack, harm, share_with, kv_slack, projected
 
 
 @kernel

@@ -4,22 +4,23 @@ For each arrival, first match wins (low priority means `priority >= low_priority
 fit within `low_priority_margin` of its TTFT target, so that it gives way first):
 1. `ttft_capacity`: its first token cannot come by its deadline, even admitted now
    (refimpl.admission.capacity.assess): rejected, since waiting cannot bring it sooner.
-2. `kv_watermark`: its KV peak does not fit beside those of the requests that started and
-   that start before it, and the pages it lacks would come back too late for its deadline:
-   rejected; or nothing has been seen returning pages yet: queued while admitted requests
-   run, else rejected. Above the watermark (of those peaks), a long-context
-   low-priority request is degraded instead: its output is capped to fit under the watermark
-   (it ends `length_capped`), unless that leaves under `min_capped` (then it is decided as
-   any other).
+2. `kv_watermark`: the KV the admitted requests and it would hold while it lives passes the
+   watermark (refimpl.admission.capacity.kv_projection), and the pages it lacks would come
+   back too late for its deadline: rejected; or nothing has been seen returning pages yet:
+   queued while admitted requests run, else rejected. Where its own peak does not fit in
+   what the others leave under the watermark, a long-context low-priority request is
+   degraded instead: its output is capped to fit (it ends `length_capped`), unless that
+   leaves under `min_capped` (then it is decided as any other).
 3. `tpot_capacity`: with it, decoding would take more than `decode_cap` of the machine:
    queued until the decode load falls, else rejected.
 4. `delays_admitted`: it would push a prompt due after it, on time now, past its deadline:
    queued (the other may soon be done), else rejected.
 "Else rejected": when nothing admitted is left to free capacity. A queued request leaves
-the queue accepted or degraded once a decision says so (decided again whenever capacity came
-back), or rejected `queue_timeout` once its own first token could no longer be on time; an
-arrival finding the queue full (`max_queue`) is rejected `queue_full`. This is the seed's
-"degrade before reject": wait (bounded by the request's own deadline), cap the output, and
+the queue accepted or degraded once a decision says so (decided again, first come first
+served, whenever capacity came back), or rejected `queue_timeout` once its own first token
+could no longer be on time; an arrival finding the queue full (`max_queue`) is rejected
+`queue_full`. This is the seed's "degrade before reject": wait (bounded by the request's
+own deadline), cap the output, and
 only then refuse; quantizing and spilling pages are the KV ladder's rungs, which the `slo`
 policy climbs on the admitted requests.
 """
@@ -75,19 +76,19 @@ def decide(s, ints, floats, kv, i, now):
     output = ints[MAX_NEW, i]
     total = ints[PROMPT, i] + output
     pages, num_pages = kvm.pages_for(total, kv.page_size), kv.num_pages
-    slack, harm, share, kv_slack, held = assess(s, ints, floats, i, now, output,
-                                                f[S.LOW_MARGIN] if is_low else 1.0, pages,
-                                                num_pages)
+    slack, harm, share, kv_slack, projected = assess(
+        s, ints, floats, i, now, output, f[S.LOW_MARGIN] if is_low else 1.0, kv.page_size,
+        num_pages)
     waits = QUEUE if s.counts[S.NUM_ADMITTED] > 0 else REJECT
     if slack < 0:
         return REJECT, TTFT_CAPACITY, 0
-    if kv_slack < 0:
-        return (waits if kv_slack == -np.inf else REJECT), KV_WATERMARK, 0
-    if held + pages > f[S.WATERMARK] * num_pages and is_low and total >= c[S.LONG_CONTEXT]:
-        cap = min((int(f[S.WATERMARK] * num_pages) - held) * kv.page_size - ints[PROMPT, i],
-                  output - 1)
+    room = int(f[S.WATERMARK] * num_pages) - (projected - pages)  # what the others leave
+    if room < pages and is_low and total >= c[S.LONG_CONTEXT]:
+        cap = min(room * kv.page_size - ints[PROMPT, i], output - 1)
         if cap >= c[S.MIN_CAPPED]:  # (a shorter cap is no service: it goes on as it is)
             return DEGRADE, KV_WATERMARK, cap
+    if kv_slack < 0:
+        return (waits if kv_slack == -np.inf else REJECT), KV_WATERMARK, 0
     if share > f[S.DECODE_CAP]:
         return waits, TPOT_CAPACITY, 0
     if harm:
@@ -120,6 +121,9 @@ def poll(s, ints, floats, kv, now, gate_out):
             action, reason, cap = decide(s, ints, floats, kv, i, now)
             if action == REJECT and reason == TTFT_CAPACITY:
                 reason = QUEUE_TIMEOUT
+            # first come, first served: the ones behind a request that still waits wait too
+            # (and a poll costs one decision, not one per queued request)
+            freed = action != QUEUE
         elif _too_late(s, ints, floats, i, now):
             action, reason, cap = REJECT, QUEUE_TIMEOUT, 0
         else:
@@ -159,6 +163,7 @@ def commit(s, ints, floats, kv, i, now, action, reason, cap, gate_out, column):
     s.pages[i] = kvm.pages_for(ints[PROMPT, i] + output, kv.page_size)
     s.load[i] = decode_load(f, ints, floats, i, output)
     s.totals[S.LOAD] += s.load[i]
+    s.admitted[s.counts[S.NUM_ADMITTED]] = i
     s.counts[S.NUM_ADMITTED] += 1
     if s.load[i] > 0:
         _add_class(s.tpot_targets, s.tpot_counts, floats[TPOT_SLO, i], 1)
@@ -220,9 +225,6 @@ def observe(s, ints, floats, entries, sizes, finished, num_finished, duration):
     kept = 0
     for k in range(s.counts[S.NUM_PENDING]):
         j = s.pending[k]
-        if s.holds[j] == 0 and ints[COMPUTED, j] > 0:  # started: its peak is now held
-            s.holds[j] = 1
-            s.counts[S.RESERVED] += s.pages[j]
         if ints[STATUS, j] < FINISHED and ints[COMPUTED, j] < ints[PROMPT, j]:
             s.pending[kept] = j
             kept += 1
@@ -261,17 +263,21 @@ def _forget_finished(s, ints, floats, finished, num_finished):
         i = finished[k]
         if s.pages[i] == 0:
             continue
-        if s.holds[i]:
-            s.counts[S.RESERVED] -= s.pages[i]
-            returned += s.pages[i]
-            s.holds[i] = 0
+        returned += s.pages[i]
         s.pages[i] = 0
         s.totals[S.LOAD] -= s.load[i]
         if s.load[i] > 0:
             _add_class(s.tpot_targets, s.tpot_counts, floats[TPOT_SLO, i], -1)
         s.load[i] = 0.0
-        s.counts[S.NUM_ADMITTED] -= 1
         s.counts[S.FREED] = 1
+    if returned > 0:
+        kept = 0
+        for k in range(s.counts[S.NUM_ADMITTED]):
+            j = s.admitted[k]
+            if s.pages[j] > 0:
+                s.admitted[kept] = j
+                kept += 1
+        s.counts[S.NUM_ADMITTED] = kept
     if s.counts[S.NUM_ADMITTED] == 0:
         s.totals[S.LOAD] = 0.0  # no drift left over from the sums
     return returned

@@ -29,10 +29,10 @@ ARRIVAL_ORDER, DEADLINE_ORDER = range(2)  # values of ORDER
 # model's prompt seconds delivered, the prompt seconds the model said were available, and
 # the KV pages that admitted requests returned.
 LOAD, MEASURED_S, MODELLED_S, DELIVERED_S, AVAILABLE_S, RETURNED_PAGES = range(6)
-# Entries of `counts` (ints): KV peaks of the admitted requests that started, admitted
-# prompts not computed (`pending`), queued requests, whether capacity came back since the
-# last poll, the calibration ring's next slot and fill.
-RESERVED, NUM_ADMITTED, NUM_PENDING, NUM_QUEUED, FREED, RING_NEXT, RING_LEN = range(7)
+# Entries of `counts` (ints): admitted requests not ended (`admitted`), admitted prompts not
+# computed (`pending`), queued requests, whether capacity came back since the last poll, the
+# calibration ring's next slot and fill.
+NUM_ADMITTED, NUM_PENDING, NUM_QUEUED, FREED, RING_NEXT, RING_LEN = range(6)
 MAX_CLASSES = 16  # distinct SLO targets the gate keeps apart (more share the last slot)
 RING = 256  # steps in the calibration window
 MAX_REASONS = 64  # reason codes the decision counts cover
@@ -44,9 +44,9 @@ class GateState(NamedTuple):
     fparams: np.ndarray  # float64, BASE_S ...
     iparams: np.ndarray  # int64, ORDER ...
     totals: np.ndarray  # float64, LOAD ...
-    counts: np.ndarray  # int64, RESERVED ...
+    counts: np.ndarray  # int64, NUM_ADMITTED ...
     pages: np.ndarray  # int64 per request: its KV peak while admitted (0: not admitted)
-    holds: np.ndarray  # int64 per request: 1 once it started (its peak is in RESERVED)
+    admitted: np.ndarray  # int64: admitted requests not ended
     load: np.ndarray  # float64 per request: its decode load while admitted
     pending: np.ndarray  # int64: admitted requests whose prompt is not computed yet
     queue: np.ndarray  # int64: queued requests, in arrival order
@@ -79,7 +79,7 @@ def new_gate_state(fparams: np.ndarray, iparams: np.ndarray, num_requests: int) 
     n = max(num_requests, 1)
     return GateState(
         np.asarray(fparams, np.float64), np.asarray(iparams, np.int64), np.zeros(6),
-        np.zeros(7, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n),
+        np.zeros(6, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n),
         np.zeros(n, np.int64),
         np.zeros(n, np.int64), np.zeros(MAX_CLASSES), np.zeros(MAX_CLASSES, np.int64),
         np.full(MAX_CLASSES, np.nan), np.zeros(MAX_CLASSES), np.zeros(MAX_CLASSES),

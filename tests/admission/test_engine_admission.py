@@ -52,9 +52,9 @@ def test_under_pressure_low_priority_gives_way_first(admitted_engine, burst):
 
 
 def test_above_the_watermark_long_low_priority_requests_are_capped(admitted_engine):
-    # 3 requests of 8,000 tokens reserve 1,500 of 2,000 pages; a 4,000-token one would
-    # push the peak to 87.5%, over the 85% watermark.
-    first = [Request(i, 0.0, 4000, 4000) for i in range(3)]
+    # 3 requests of 8,000 tokens reach their peaks, 1,500 of 2,000 pages, within the late
+    # ones' lives; a 4,000-token one would push the peak to 87.5%, over the 85% watermark.
+    first = [Request(i, 0.0, 6000, 2000) for i in range(3)]
     engine = admitted_engine(num_pages=2000)
     late = [Request(3, 0.01, 1000, 3000, priority=1), Request(4, 0.02, 1000, 3000, priority=0)]
     run = engine.run(first + late)
@@ -62,7 +62,9 @@ def test_above_the_watermark_long_low_priority_requests_are_capped(admitted_engi
     assert capped.finish_reason == "length_capped"
     # capped to what fits under the watermark: 1,700 pages - 1,500 reserved, less its prompt
     assert capped.output_cap == capped.num_generated == 200 * 16 - 1000 < 3000
-    assert kept.finish_reason == "completed" and kept.num_generated == 3000
+    # high priority is never capped: over the watermark it waits for pages, and none come
+    # back within its 2 s target
+    assert kept.output_cap is None and kept.finish_reason == "queue_timeout"
     summary = summarize(run.requests, run.steps)
     assert summary["finished_by_reason"]["length_capped"] == 1
     assert summary["admission_by_decision"]["degrade:kv_watermark"] == 1
