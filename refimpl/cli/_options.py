@@ -13,7 +13,7 @@ from refimpl.workloads import DEFAULT_WORKLOAD, synthetic_names
 
 def add_workload_options(parser: argparse.ArgumentParser, *, model: str, hardware: str,
                          num_requests: int | None, rate: float | None = None,
-                         out: Path | None = None) -> None:
+                         out: Path | None = None, classes: str | None = None) -> None:
     """--workload, --model, --hardware, --rate, --num-requests, --seed, --slo or --classes,
     --json, --out."""
     parser.add_argument("--workload", default=DEFAULT_WORKLOAD, metavar="NAME_OR_PATH",
@@ -32,7 +32,7 @@ def add_workload_options(parser: argparse.ArgumentParser, *, model: str, hardwar
                             f" (default: {num_requests})" if num_requests else " (default: all)"))
     parser.add_argument("--seed", type=int, default=0, help="seed of synthetic workloads "
                         "and of generated arrivals (default: 0)")
-    add_slo_options(parser)
+    add_slo_options(parser, default=None if classes else "default", classes=classes)
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the report as JSON"
                         + (" (default: DIR/report.json)" if out else ""))
     parser.add_argument("--out", type=Path, default=out, metavar="DIR",
@@ -45,21 +45,27 @@ def add_policy_option(parser: argparse.ArgumentParser, default: str) -> None:
                         help=f"scheduling policy, or `all` side by side (default: {default})")
 
 
-def add_slo_options(parser: argparse.ArgumentParser, default: str | None = "default") -> None:
+def add_slo_options(parser: argparse.ArgumentParser, default: str | None = "default",
+                    classes: str | None = None) -> None:
     """--slo NAME or --classes NAME:SHARE,... (one of them); `default`: the --slo default, or
-    None to leave the workload's classes as they are when neither is given."""
+    None; `classes`: the mix used when neither is given (else the workload's own classes)."""
     group = parser.add_mutually_exclusive_group()
+    fallback = f"--classes {classes}" if classes else "the benchmark's own classes"
     group.add_argument("--slo", default=default, metavar="NAME",
                        help=f"one SLO class for every request: {', '.join(SLO_PRESETS)} "
-                       "(default: " + (default or "the benchmark's own classes") + ")")
+                       f"(default: {default or fallback})")
     group.add_argument("--classes", metavar="NAME:SHARE,...",
                        help="a mix of SLO classes, each request's class drawn with the seed, "
                        "priorities by tightness (shortest TTFT target first), e.g. "
-                       f"interactive:0.3,batch:0.7; or a named set: {', '.join(SLO_SETS)}")
+                       f"interactive:0.3,batch:0.7; or a named set: {', '.join(SLO_SETS)}"
+                       + (f" (default: {classes})" if classes else ""))
+    parser.set_defaults(default_classes=classes)  # (not an option: what neither flag means)
 
 
 def slo_set_of(args: argparse.Namespace) -> SLOSet | None:
     """The SLO set that --classes or --slo name (None when neither is given nor defaulted)."""
     if args.classes is not None:
         return parse_slo_set(args.classes)
-    return None if args.slo is None else one_class(args.slo)
+    if args.slo is not None:
+        return one_class(args.slo)
+    return None if args.default_classes is None else parse_slo_set(args.default_classes)

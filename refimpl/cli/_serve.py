@@ -11,7 +11,7 @@ from refimpl.config import SLO_SETS
 from refimpl.engine import SimulationResult, loop_ready, simulate, warm_up
 from refimpl.metrics.plots import plot_latency_cdfs, plot_timeline
 from refimpl.metrics.report import build_report, write_report
-from refimpl.metrics.table import format_comparison, format_run
+from refimpl.metrics.table import format_comparison, format_headline, format_run
 from refimpl.report.progress import ProgressBar
 from refimpl.workloads import assign_slo_set, make_workload
 
@@ -53,6 +53,9 @@ def report(args: argparse.Namespace, results: dict[str, SimulationResult]) -> No
         print(format_run(next(iter(summaries.values())), title=first.policy))
     else:
         print(format_comparison(summaries))
+        headline = format_headline(summaries)
+        if headline is not None:
+            print(headline)
     for name, result in results.items():
         print(f"  {name}: simulated in {result.wall_s:.2f} s "
               f"({len(result.requests) / max(result.wall_s, 1e-9):,.0f} requests/s)")

@@ -9,10 +9,14 @@ from refimpl.cli._options import add_workload_options
 from refimpl.cli._serve import report, simulate_policies
 from refimpl.sched import POLICIES
 
-# Enough load that the policies differ: the Azure conversation workload's lengths at 5.5x the
-# trace's mean rate of 5.5 requests/s, on one H100 serving Llama-3-8B.
-DEMO_RATE = 30.0
+# Near capacity, where the policies differ: the Azure conversation workload's lengths at 6.4x
+# the trace's mean rate of 5.5 requests/s, on one H100 serving Llama-3-8B, half the requests
+# under MLPerf Inference's interactive limits for Llama 3.1 8B (TTFT 500 ms, TPOT 30 ms), half
+# under its server limits (2 s, 100 ms). At 30 requests/s every policy met nearly every SLO;
+# here the baselines' capacity is passed (about 90% for the best, half for vllm).
+DEMO_RATE = 35.0
 DEMO_REQUESTS = 2000
+DEMO_CLASSES = "mlperf-llama3.1-8b-mix"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -23,7 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "conversation trace) with every policy on a simulated H100, print them side by side, "
         "and write report.json and PNG plots to --out.")
     add_workload_options(parser, model="llama-3-8b", hardware="h100-sxm",
-                         num_requests=DEMO_REQUESTS, rate=DEMO_RATE, out=Path("refimpl-out"))
+                         num_requests=DEMO_REQUESTS, rate=DEMO_RATE, out=Path("refimpl-out"),
+                         classes=DEMO_CLASSES)
     parser.set_defaults(run=run)
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from refimpl.metrics.percentiles import PERCENTILES
 from refimpl.report.units import format_seconds
 
-__all__ = ["format_comparison", "format_reasons", "format_run"]
+__all__ = ["format_comparison", "format_headline", "format_reasons", "format_run"]
 
 MISSING = "-"  # shown where a figure has no data (e.g. no finished requests)
 
@@ -93,6 +93,21 @@ def format_comparison(summaries: dict[str, dict]) -> str:
            f"{format_reasons(s.get('rejected_by_reason') or {})}"
            for name, s in rejecting.items()]
     return "\n".join([_render(header, rows), *(["", "rejected by reason:", *why] if why else [])])
+
+
+def format_headline(summaries: dict[str, dict], policy: str = "slo") -> str | None:
+    """One line: what `policy` bought beside the best other policy (None if it is absent or
+    alone)."""
+    mine = summaries.get(policy)
+    others = {name: s for name, s in summaries.items() if name != policy}
+    if mine is None or not others:
+        return None
+    name, best = max(others.items(), key=lambda item: item[1].get("slo_attainment") or 0.0)
+    gain = ((mine.get("slo_attainment") or 0.0) - (best.get("slo_attainment") or 0.0)) * 100
+    return (f"{policy} met both SLOs for {_percent(mine.get('slo_attainment'))} of requests "
+            f"({_number(mine.get('goodput_req_s'))} good req/s); the best other policy, {name}, "
+            f"for {_percent(best.get('slo_attainment'))} ({_number(best.get('goodput_req_s'))} "
+            f"good req/s): {gain:+.1f} points")
 
 
 def format_run(summary: dict, title: str = "run") -> str:
