@@ -117,6 +117,7 @@ def workload(trace: str, model: str, num_requests: int) -> Workload | None:
 
 @functools.cache
 def _classed(key: tuple) -> Workload:
+    """`key`'s workload, each request given a class of its SLO set (seeded)."""
     trace, model, classes, num_requests = key
     return assign_slo_set(workload(trace, model, num_requests), classes, seed=0)
 
@@ -168,10 +169,11 @@ def check(group: dict) -> list[dict]:
                          f"{cells[rival][load]['slo_attainment']:.3f} - {MARGIN}")
             if (cell["false_reject_share"] or 0.0) >= FALSE_REJECT_LIMIT:
                 fail("a", load, GATED, f"false rejects {cell['false_reject_share']:.1%} of "
-                     f"arrivals (limit {FALSE_REJECT_LIMIT:.0%})")
+                     f"arrivals (limit {FALSE_REJECT_LIMIT:.0%}; rejected: {_why(cell)})")
         elif goodput < GOODPUT_KEPT * peak:
             fail("b", load, GATED, f"goodput {goodput:.2f} req/s = {goodput / peak:.0%} of "
-                 f"its peak {peak:.2f} (limit {GOODPUT_KEPT:.0%})")
+                 f"its peak {peak:.2f} (limit {GOODPUT_KEPT:.0%}; late admits "
+                 f"{cell['late_admit_share'] or 0.0:.1%} of arrivals, rejected: {_why(cell)})")
     for run, by_load in cells.items():
         for load, cell in by_load.items():
             reasoned = sum(n for r, n in cell["rejected_by_reason"].items() if r not in NO_REASON)
@@ -180,6 +182,11 @@ def check(group: dict) -> list[dict]:
                 fail("c", load, run, f"{lost} of {cell['num_requests']} arrivals neither "
                      "finished nor rejected with a reason")
     return failures
+
+
+def _why(cell: dict) -> str:
+    """A cell's rejections by reason, for a failure's figure (the gate's side of the why)."""
+    return format_reasons(cell["rejected_by_reason"])
 
 
 def _label(load: float) -> str:
@@ -201,7 +208,7 @@ def run(*, quick: bool = False, num_threads: int | None = None, json_path: Path 
     keys = [(t, m, classes, num_requests) for t in workloads if t not in unavailable
             for m in models for classes in sets.values()]
     baselines = [name for name, (policy, _) in runs().items() if policy != "slo"]
-    warm_up()  # compiled once here: the forked workers inherit the loop
+    compile_s = warm_up()  # compiled once here: the forked workers inherit the loop
     workers = num_threads or len(os.sched_getaffinity(0))
     print(f"robustness: {len(keys)} (workload, model, SLO set) groups, {len(loads)} loads, "
           f"{len(runs())} runs each, on {workers} workers", file=sys.stderr, flush=True)
@@ -238,7 +245,7 @@ def run(*, quick: bool = False, num_threads: int | None = None, json_path: Path 
               "models": list(models), "models_not_available": NOT_YET,
               "workloads_not_available": unavailable, "groups": groups,
               "checks": _tally(groups), "workers": workers,
-              "wall_s": time.perf_counter() - started}
+              "wall_s": time.perf_counter() - started, "compile_s": compile_s}
     return publish(report, print_report, json_path)
 
 
@@ -267,6 +274,10 @@ def print_report(report: dict) -> None:
               f"{g['num_clipped']} clipped to context): capacity req/s {caps}; "
               f"best {g['best_baseline']}"
               + ("" if g["capacity_reached"] else " (none reached 90%: loads x trace rate)"))
+        unloaded = max(att for _, att in g["capacities"][g["best_baseline"]]["probes"])
+        if unloaded < 0.95:  # then capacity is a rate at which the backlog barely matters
+            print(f"  note: at most {unloaded:.1%} meet both SLOs under {g['best_baseline']} at "
+                  "any rate probed (requests that miss even unloaded): capacity is ill-defined")
         print(f"  {'attainment':<18}" + "".join(f"{load:>8}" for load in loads))
         for name, by_load in g["cells"].items():
             print(f"  {name:<18}" + "".join(f"{by_load[load]['slo_attainment']:>8.1%}"
@@ -285,7 +296,7 @@ def print_report(report: dict) -> None:
         print("  checks: " + ("all pass" if not failing else "; ".join(
             f"({test}) fails at {', '.join(at)}" for test, at in sorted(failing.items()))))
     print(f"\nsummary ({len(report['groups'])} groups, {report['workers']} workers, "
-          f"{report['wall_s']:.0f} s):")
+          f"{report['wall_s']:.0f} s, compiling the loop {report['compile_s']:.0f} s of it):")
     names = {"a": "up to capacity: attainment vs best baseline and bare slo, false rejects",
              "b": "past capacity: goodput >= 90% of the peak at or below that load",
              "c": "nothing lost"}

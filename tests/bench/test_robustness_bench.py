@@ -31,7 +31,7 @@ def test_a_tiny_matrix_reports_every_cell_and_loses_nothing(tmp_path, capsys):
 def _cell(attainment: float, goodput: float, **figures) -> dict:
     return {"slo_attainment": attainment, "goodput_req_s": goodput, "num_requests": 10,
             "num_finished": 10, "rejected_by_reason": {}, "false_reject_share": 0.0,
-            **figures}
+            "late_admit_share": 0.0, **figures}
 
 
 def test_the_checks_name_each_failing_cell_and_its_figure():
