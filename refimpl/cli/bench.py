@@ -21,8 +21,11 @@ SUITES = {
     "serving": "SLO attainment, goodput and capacity of slo beside the baselines on traces",
     "costmodel": "cost model: held-out MAPE vs DistServe baseline, look-up cost, profile time",
     "admission": "overload at 1x-8x capacity: goodput and SLOs of slo with/without admission, vllm",
+    "robustness": "every trace format x model x SLO set x 0.25x-8x load x policy, with issue 14's "
+                  "acceptance checks (--threads N: N worker processes)",
 }
-WORKLOAD_SUITES = ("engine", "serving", "admission")  # the suites whose runs serve a workload
+# The suites whose runs serve a workload.
+WORKLOAD_SUITES = ("engine", "serving", "admission", "robustness")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
