@@ -211,15 +211,16 @@ def kv_projection(s, ints, floats, i, output, page_size):
 
 @kernel
 def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
-    """(slack of request `i`'s first token against `margin` of its TTFT target if admitted
-    now with `output` tokens, 1 if it would push an on-time admitted prompt late, its decode
-    share, the slack left once it also waited for KV pages: +inf when they are there, -inf
-    when none are seen coming back, the KV projection with it) (module doc)."""
+    """(slack of request `i`'s first token against its TTFT target if admitted now with
+    `output` tokens, the work ahead of it counted `1 / margin` times; 1 if it would push an
+    on-time admitted prompt late; its decode share; the slack left once it also waited for
+    KV pages, +inf when they are there, -inf when none are seen coming back; the KV
+    projection with it) (module doc)."""
     f = s.fparams
     kappa, eta = step_error(s), delivery(s)
     load = decode_load(f, ints, floats, i, output)
     share_with = decode_share(s, load, floats[TPOT_SLO, i] if output >= 2 else np.inf)
-    deadline = floats[ARRIVAL, i] + margin * floats[TTFT_SLO, i]
+    deadline = floats[ARRIVAL, i] + floats[TTFT_SLO, i]
     if share_with >= 1.0:
         return -np.inf, 0, share_with, np.inf, 0
     rate_with = eta * (1.0 - share_with) / kappa  # model prompt seconds per second
@@ -239,7 +240,10 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
             s.scratch_f[num_later] = floats[ARRIVAL, j] + floats[TTFT_SLO, j]
             num_later += 1
     tick = granularity_s(s)
-    slack = deadline - (now + tick + wait_s(ahead + own, rate_with, tighter_rate, tighter_work))
+    # a margin below 1 makes the work ahead weigh more (low priority gives way under load,
+    # never when the machine is idle: its own prompt is not scaled)
+    slack = deadline - (now + tick + wait_s(ahead / margin + own, rate_with, tighter_rate,
+                                            tighter_work / margin))
     harm = 0
     if num_later > 0 and slack >= 0:
         harm = _delays_on_time(s, ints, floats, num_later, ahead + own, own, now + tick,

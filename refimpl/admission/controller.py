@@ -42,7 +42,7 @@ class AdmissionConfig:
     low_priority: int = 1  # priority numbers from here on are low priority
     long_context_tokens: int = 2048  # prompt + output from which a request is long-context
     min_capped_tokens: int = 16  # a cap shorter than this rejects instead of degrading
-    low_priority_margin: float = 0.8  # low priority must fit within this share of its target
+    low_priority_margin: float = 0.8  # low priority: the work ahead of it counts 1/this times
     decode_cap: float = 0.95  # the most of the machine admitted decodes may take
     max_queue: int = 64  # requests the admission queue holds
     min_observations: int = 20  # steps before the calibration is trusted

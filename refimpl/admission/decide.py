@@ -1,7 +1,8 @@
 """The admission gate's decisions, compiled: on arrival, on polling the queue, after a step.
 
-For each arrival, first match wins (low priority means `priority >= low_priority`, and must
-fit within `low_priority_margin` of its TTFT target, so that it gives way first):
+For each arrival, first match wins (low priority means `priority >= low_priority`; for it
+the prompt work ahead counts `1 / low_priority_margin` times, so that it gives way first as
+the load grows, and not at all on an idle machine):
 1. `ttft_capacity`: its first token cannot come by its deadline, even admitted now
    (refimpl.admission.capacity.assess): rejected, since waiting cannot bring it sooner.
 2. `kv_watermark`: the KV the admitted requests and it would hold while it lives passes the

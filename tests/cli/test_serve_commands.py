@@ -42,8 +42,11 @@ def test_demo_runs_every_policy_and_writes_report_and_plots(tmp_path, capsys):
     assert main(["demo", "--num-requests", "60", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert all(name in out for name in POLICIES)
+    assert "SLO mlperf-llama3.1-8b-mix" in out  # the demo's own mix when none is given
+    assert "slo met both SLOs for" in out and "the best other policy," in out
     report = json.loads((tmp_path / "report.json").read_text())
     assert set(report["policies"]) == set(POLICIES)
+    assert report["settings"]["slo_set"]["name"] == "mlperf-llama3.1-8b-mix"
     for name in ("latency_cdfs.png", "timeline.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -100,6 +103,11 @@ def test_demo_takes_a_named_slo_set(tmp_path, capsys):
     assert report["settings"]["slo_set"]["name"] == "chat-batch"
     for summary in report["policies"].values():
         assert set(summary["by_class"]) == {"interactive", "batch"}
+
+
+def test_an_explicit_slo_replaces_the_demos_mix(tmp_path, capsys):
+    assert main(["demo", "--num-requests", "30", "--slo", "batch", "--out", str(tmp_path)]) == 0
+    assert _report(tmp_path / "report.json")["settings"]["slo_set"]["name"] == "batch"
 
 
 def test_slo_and_classes_together_are_refused(capsys):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from refimpl.metrics import format_comparison, format_run, summarize
-from refimpl.metrics.table import COMPARISON_COLUMNS, MISSING
+from refimpl.metrics.table import COMPARISON_COLUMNS, MISSING, format_headline
 
 from ._records import make_requests, make_steps, rejected
 from .test_summary import ROWS
@@ -79,3 +79,14 @@ def test_large_rates_read_in_thousands_not_exponents():
 
     assert (_number(4561.7), _number(20.94), _number(0.4), _number(None)) == (
         "4,562", "20.9", "0.4", MISSING)
+
+
+def test_the_headline_says_what_slo_bought_beside_the_best_other():
+    summaries = {"slo": {"slo_attainment": 0.954, "goodput_req_s": 16.2},
+                 "vllm": {"slo_attainment": 0.44, "goodput_req_s": 7.5},
+                 "edf": {"slo_attainment": 0.905, "goodput_req_s": 15.4}}
+    line = format_headline(summaries)
+    assert line == ("slo met both SLOs for 95.4% of requests (16.2 good req/s); the best "
+                    "other policy, edf, for 90.5% (15.4 good req/s): +4.9 points")
+    assert format_headline({"slo": summaries["slo"]}) is None
+    assert format_headline({"vllm": summaries["vllm"], "edf": summaries["edf"]}) is None
