@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from refimpl._lazy import lazy_getattr
 from refimpl.costmodel.calibrate import Calibrator
+from refimpl.costmodel.choose import step_time_model
 from refimpl.costmodel.pareto import fastest, pareto_mask
 from refimpl.costmodel.step import (
     DEFAULT_STEP_OVERHEAD_S,
     RooflineStepModel,
     StepShape,
     StepTimeModel,
-    step_time_model,
 )
 
 # Names whose modules import the kernels (and so Numba): imported when first used, so the

@@ -9,13 +9,10 @@ analytic (spec-sheet GPUs, Williams et al.'s roofline per operation); `ProfiledS
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 from refimpl.config import HardwareSpec, ModelConfig, dtype_bytes
 from refimpl.errors import ConfigError
-
-if TYPE_CHECKING:
-    from refimpl.costmodel.table import CostTable
 
 __all__ = [
     "DEFAULT_STEP_OVERHEAD_S",
@@ -25,7 +22,6 @@ __all__ = [
     "StepShape",
     "StepTimeModel",
     "roofline_step_s",
-    "step_time_model",
 ]
 
 # Fixed cost of one engine step that no FLOP or byte count sees: kernel launches (with CUDA
@@ -194,22 +190,3 @@ class RooflineStepModel(PartsStepModel):
         nbytes = ((self._weight_bytes if tokens else 0) + tokens * self._new_token_bytes
                   + shape.decode_context_tokens * self._kv_bytes_per_context_token)
         return float(flops), float(nbytes)
-
-
-def step_time_model(model: ModelConfig, hardware: HardwareSpec,
-                    table: CostTable | None = None) -> StepTimeModel:
-    """The step-time model for `model` on `hardware`.
-
-    Spec-sheet hardware (`hardware.analytic`) gets `RooflineStepModel`. Measured hardware gets
-    `ProfiledStepModel` from `table`, or from this machine's table saved by `refimpl profile`
-    for `model`; with neither, the roofline of the probed figures (never a silent profile run:
-    it takes 20 s in quick mode, minutes in full).
-    """
-    if hardware.analytic:
-        return RooflineStepModel(model, hardware)
-    from refimpl.costmodel.profiled import ProfiledStepModel, default_table_for
-
-    table = table if table is not None else default_table_for(model)
-    if table is None:
-        return RooflineStepModel(model, hardware)
-    return ProfiledStepModel(table, model)

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 from refimpl.admission import AdmissionController, Gate
 from refimpl.config import SLO, HardwareSpec, ModelConfig, dtype_bytes
-from refimpl.costmodel.step import StepTimeModel, step_time_model
+from refimpl.costmodel.choose import step_time_model
+from refimpl.costmodel.step import StepTimeModel
 from refimpl.engine.engine import Engine, Progress, warm_up
 from refimpl.engine.executor import SimulatedExecutor
 from refimpl.errors import CapacityError
