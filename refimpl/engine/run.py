@@ -34,10 +34,12 @@ from refimpl.engine.simulate import SimulationResult, requests_from_workload
 from refimpl.engine.step_profile import StepProfile, profile_steps
 from refimpl.errors import ConfigError
 from refimpl.kv.pool import PagePool
+from refimpl.kv.storage import QUANTIZE_FACTOR
 from refimpl.metrics.fidelity import fidelity_report
 from refimpl.model import LlamaConfig, LlamaModel, LlamaWeights
 from refimpl.sched.policy import Policy, make_policy
 from refimpl.sched.request import Request
+from refimpl.sched.slo.policy import LADDER
 from refimpl.workloads import Workload, make_workload
 from refimpl.workloads.transforms import clip_to_context, scale_lengths
 
@@ -134,7 +136,7 @@ def _run(workload, policy, model, num_requests, rate, seed, length_scale, page_s
                              calibrator=Calibrator(), slowdown=slowdown, on_token=on_token)
     executor.attach(pool.attach_storage(config.num_layers, config.num_kv_heads,
                                         config.head_dim, quantized_format))
-    policy = make_policy(policy, **(policy_params or {}))
+    policy = make_policy(policy, **_real_params(policy, policy_params))
     gate = _gate(admission, policy)
     # the replay's own policy, gate and requests, before the real run binds or fills any
     sim_policy, sim_gate = copy.deepcopy(policy), copy.deepcopy(gate)
@@ -168,6 +170,15 @@ def _pool(config, kv_memory_bytes: int, page_size: int) -> PagePool:
         raise ConfigError("kv_memory_bytes", kv_memory_bytes, "must be a whole number of bytes")
     pages = int(kv_memory_bytes) // max(page_size * config.kv_bytes_per_token(), 1)
     return PagePool.for_model(config, kv_memory_bytes, page_size, cpu_tier_pages=pages)
+
+
+def _real_params(policy, policy_params: dict | None) -> dict:
+    """`policy_params`, with `slo`'s ladder packing this engine's float32 pages into 8 bits
+    (4x; the ladder's default, 2x, is for 16-bit KV) unless a ladder is given."""
+    params = dict(policy_params or {})
+    if policy == "slo" and "ladder" not in params:
+        params["ladder"] = replace(LADDER, quantize_factor=QUANTIZE_FACTOR)
+    return params
 
 
 def _gate(admission: bool | Gate | None, policy: Policy) -> Gate | None:
