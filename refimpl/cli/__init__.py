@@ -20,7 +20,8 @@ __all__ = ["build_parser", "main"]
 
 # Subcommand modules, in the order `refimpl --help` lists them.
 SUBCOMMANDS = (
-    "info", "demo", "simulate", "profile", "pareto", "bench", "grade", "exercises", "practice",
+    "info", "demo", "simulate", "run", "profile", "pareto", "bench", "grade", "exercises",
+    "practice",
 )
 
 

@@ -89,7 +89,7 @@ def run(
     num_requests: int | None = None,
     rate: float | None = None,
     seed: int = 0,
-    length_scale: float = CPU_LENGTH_SCALE,
+    length_scale: float | None = None,
     page_size: int = 16,
     kv_memory_bytes: int = DEFAULT_KV_MEMORY_BYTES,
     quantized_format: str = "int8",
@@ -100,36 +100,40 @@ def run(
     slowdown: Slowdown | None = None,
     compare_sim: bool = False,
     progress: Progress | None = None,
+    profile_progress: Progress | None = None,
     on_token: TokenCallback | None = None,
 ) -> RunResult:
     """Serve `workload` with `policy` on a real model; deterministic tokens for a given seed
     (times are measured, so they vary a little from run to run).
 
-    A named workload has its lengths scaled by `length_scale` and clipped to the model's
-    context. `step_model` is the cost model policies plan with (default: this machine's step
-    profile of the model, measured first); `slowdown` injects drift; `compare_sim` also runs
-    the same requests on the simulated clock with that cost model and reports the error.
+    Lengths are scaled by `length_scale` (default: `CPU_LENGTH_SCALE` for a named workload,
+    1 for a `Workload`) and clipped to the model's context. `step_model` is the cost model
+    policies plan with (default: this machine's step profile of the model, measured first);
+    `slowdown` injects drift; `compare_sim` also runs the same requests on the simulated
+    clock with that cost model and reports the error.
     """
     with threadpool_limits(limits=BLAS_THREADS, user_api="blas"):
         return _run(workload, policy, model, num_requests, rate, seed, length_scale, page_size,
                     kv_memory_bytes, quantized_format, policy_params, admission, temperature,
-                    step_model, slowdown, compare_sim, progress, on_token)
+                    step_model, slowdown, compare_sim, progress, profile_progress, on_token)
 
 
 def _run(workload, policy, model, num_requests, rate, seed, length_scale, page_size,
          kv_memory_bytes, quantized_format, policy_params, admission, temperature, step_model,
-         slowdown, compare_sim, progress, on_token) -> RunResult:
+         slowdown, compare_sim, progress, profile_progress, on_token) -> RunResult:
     """`run`, with BLAS held to one thread."""
     llama = load_model(model, seed)
     config = llama.config.to_model_config()
     if isinstance(workload, str):
         workload = make_workload(workload, num_requests=num_requests, rate=rate, seed=seed)
-        workload = clip_to_context(scale_lengths(workload, length_scale), config)
+        length_scale = CPU_LENGTH_SCALE if length_scale is None else length_scale
+    if isinstance(workload, Workload):
+        workload = clip_to_context(scale_lengths(workload, length_scale or 1.0), config)
     requests = (list(workload) if not isinstance(workload, Workload)
                 else requests_from_workload(workload))
     profile = None
     if step_model is None:
-        profile = profile_steps(llama, page_size=page_size)
+        profile = profile_steps(llama, page_size=page_size, progress=profile_progress)
         step_model = profile.model
     pool = _pool(config, kv_memory_bytes, page_size)
     executor = ModelExecutor(llama, step_model, seed=seed, temperature=temperature,
