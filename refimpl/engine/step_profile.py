@@ -21,10 +21,10 @@ from refimpl.model import LlamaModel, SeqSlice
 __all__ = ["StepProfile", "profile_steps", "step_grid"]
 
 DECODE_BATCHES = (1, 2, 4, 8, 16, 32)
-DECODE_CONTEXTS = (32, 128, 512)
-CHUNKS = (8, 32, 128, 256, 512)
-CHUNK_STARTS = (0, 384)
-MIXED = ((32, 4), (128, 8), (256, 16))  # (chunk tokens, decodes at context 128)
+DECODE_CONTEXTS = (32, 256)
+CHUNKS = (16, 64, 256)
+CHUNK_STARTS = (0, 256)
+MIXED = ((16, 4), (64, 8), (128, 16))  # (chunk tokens, decodes at context 128)
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ def step_grid(max_context: int) -> list[tuple[list[tuple[int, int]], list[int]]]
     return shapes
 
 
-def profile_steps(model: LlamaModel, *, page_size: int = 16, repeats: int = 3,
+def profile_steps(model: LlamaModel, *, page_size: int = 16, repeats: int = 5,
                   progress: Callable[[int, int], None] | None = None) -> StepProfile:
     """Time `model.step` over `step_grid`, fit a `LinearStepModel`, hold every fourth shape
     out and report its error."""
@@ -60,20 +60,23 @@ def profile_steps(model: LlamaModel, *, page_size: int = 16, repeats: int = 3,
                + sum(-(-c // page_size) for c in contexts) for chunks, contexts in shapes)
     storage = model.storage_for(most, page_size)
     started = time.perf_counter()
-    counts, seconds = [], []
-    for k, (chunks, contexts) in enumerate(shapes):
-        seqs = _slices(model.config.vocab_size, page_size, chunks, contexts)
+    steps = [_slices(model.config.vocab_size, page_size, chunks, contexts)
+             for chunks, contexts in shapes]
+    for seqs in steps:
         model.step(storage, seqs)  # warm: the first call of a shape compiles or pages in
-        times = []
-        for _ in range(repeats):
+    # Whole passes over the grid, `repeats` times: a shape's median then spans the run, so a
+    # spell of load on a shared machine spreads over every shape instead of skewing a few.
+    times = np.zeros((repeats, len(steps)))
+    for r in range(repeats):
+        for k, seqs in enumerate(steps):
             t0 = time.perf_counter()
             model.step(storage, seqs)
-            times.append(time.perf_counter() - t0)
-        seconds.append(float(np.median(times)))
-        pairs = sum(t * s + t * (t + 1) // 2 for t, s in chunks)
-        counts.append((sum(t for t, _ in chunks), pairs, len(contexts), sum(contexts)))
+            times[r, k] = time.perf_counter() - t0
         if progress is not None:
-            progress(k + 1, len(shapes))
+            progress(r + 1, repeats)
+    seconds = np.median(times, axis=0)
+    counts = [(sum(t for t, _ in chunks), sum(t * s + t * (t + 1) // 2 for t, s in chunks),
+               len(contexts), sum(contexts)) for chunks, contexts in shapes]
     counts_a, seconds_a = np.array(counts, np.int64), np.array(seconds)
     heldout = np.arange(len(shapes)) % 4 == 3
     fit = LinearStepModel.fit(counts_a[~heldout], seconds_a[~heldout],
