@@ -5,7 +5,10 @@ is compute-bound almost everywhere, so time is close to linear in the work, plus
 that the roofline cannot see (per-step and per-sequence Python and kernel launches). Features,
 one coefficient each, all >= 0 (fitted on relative error, `nnls_relative`, so small steps
 weigh as much as large ones):
-- a fixed cost per non-empty step, and another when the step holds prompt chunks;
+- a fixed cost per non-empty step, another when the step has more than one row (BLAS turns
+  from a matrix-vector product to a matrix product, which packs the weights: on this CPU an
+  (M, 512) x (512, 2816) product took 0.52 ms at M = 1 and 1.55 ms at M = 2 to 8), and
+  another when the step holds prompt chunks;
 - per decoding sequence (its LM-head row and its per-sequence bookkeeping);
 - per new token, decode or prompt (the linear layers);
 - per causal query-key pair of the chunks, and per context token the decodes read.
@@ -23,17 +26,17 @@ from refimpl.errors import ConfigError
 
 __all__ = ["FEATURES", "LinearStepModel", "step_features"]
 
-FEATURES = ("step_s", "prefill_step_s", "per_decode_seq_s", "per_token_s", "per_pair_s",
-            "per_context_token_s")
+FEATURES = ("step_s", "multi_row_step_s", "prefill_step_s", "per_decode_seq_s", "per_token_s",
+            "per_pair_s", "per_context_token_s")
 
 
 def step_features(counts: np.ndarray) -> np.ndarray:
-    """(n, 6) features of steps given as (n, 4) counts: prefill tokens, causal pairs, decode
+    """(n, 7) features of steps given as (n, 4) counts: prefill tokens, causal pairs, decode
     sequences, decode context tokens."""
     counts = np.asarray(counts, np.float64).reshape(-1, 4)
     prefill, pairs, seqs, context = counts.T
-    return np.column_stack([np.ones(len(counts)), prefill > 0, seqs, prefill + seqs, pairs,
-                            context])
+    return np.column_stack([np.ones(len(counts)), prefill + seqs > 1, prefill > 0, seqs,
+                            prefill + seqs, pairs, context])
 
 
 class LinearStepModel(PartsStepModel):
@@ -66,12 +69,13 @@ class LinearStepModel(PartsStepModel):
     def step_time_parts(self, prefill_tokens: int, prefill_pairs: int, decode_seqs: int,
                         decode_context_tokens: int) -> float:
         """`step_time` from the four counts (the loop's hot path)."""
-        if prefill_tokens + decode_seqs <= 0:
+        rows = prefill_tokens + decode_seqs
+        if rows <= 0:
             return 0.0
         c = self.coefficients
-        return (c[0] + (c[1] if prefill_tokens > 0 else 0.0) + c[2] * decode_seqs
-                + c[3] * (prefill_tokens + decode_seqs) + c[4] * prefill_pairs
-                + c[5] * decode_context_tokens)
+        return (c[0] + (c[1] if rows > 1 else 0.0) + (c[2] if prefill_tokens > 0 else 0.0)
+                + c[3] * decode_seqs + c[4] * rows + c[5] * prefill_pairs
+                + c[6] * decode_context_tokens)
 
     def as_dict(self) -> dict[str, float]:
         """The coefficients by feature name."""
