@@ -31,7 +31,7 @@ from refimpl.engine.engine import Engine, Progress, warm_up
 from refimpl.engine.executor import SimulatedExecutor
 from refimpl.engine.model_executor import ModelExecutor, Slowdown, TokenCallback
 from refimpl.engine.simulate import SimulationResult, requests_from_workload
-from refimpl.engine.step_profile import StepProfile, profile_steps
+from refimpl.engine.step_profile import BLAS_THREADS, StepProfile, profile_steps
 from refimpl.errors import ConfigError
 from refimpl.kv.pool import PagePool
 from refimpl.kv.storage import QUANTIZE_FACTOR
@@ -49,11 +49,6 @@ __all__ = ["CPU_LENGTH_SCALE", "RunResult", "load_model", "run"]
 # on a CPU in seconds: Azure conversation prompts (about 1,000 tokens) become about 125.
 CPU_LENGTH_SCALE = 0.125
 DEFAULT_KV_MEMORY_BYTES = 64 * 2**20
-# BLAS runs on one thread in a real run: a step's GEMMs have a few to a few hundred rows, and
-# OpenBLAS's second thread made an (8, 512) x (512, 768) product 75x slower here (30.7 ms
-# against 0.40 ms) on a machine whose cores other processes share; the step's kernels are
-# serial too (refimpl._numba), so a run's time is one core's work.
-BLAS_THREADS = 1
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from refimpl.costmodel.linear_step import LinearStepModel
 from refimpl.model import LlamaModel, SeqSlice
 
-__all__ = ["StepProfile", "profile_steps", "step_grid"]
+__all__ = ["BLAS_THREADS", "StepProfile", "profile_steps", "step_grid"]
+
+# BLAS runs on one thread wherever the real engine runs: a step's GEMMs have a few to a few
+# hundred rows, and OpenBLAS's second thread made an (8, 512) x (512, 768) product 75x slower
+# here (30.7 ms against 0.40 ms) on a machine whose cores other processes share; the step's
+# kernels are serial too (refimpl._numba), so a step's time is one core's work.
+BLAS_THREADS = 1
 
 DECODE_BATCHES = (1, 2, 4, 8, 16, 32)
 DECODE_CONTEXTS = (32, 256)
@@ -53,8 +60,14 @@ def step_grid(max_context: int) -> list[tuple[list[tuple[int, int]], list[int]]]
 
 def profile_steps(model: LlamaModel, *, page_size: int = 16, repeats: int = 5,
                   progress: Callable[[int, int], None] | None = None) -> StepProfile:
-    """Time `model.step` over `step_grid`, fit a `LinearStepModel`, hold every fourth shape
-    out and report its error."""
+    """Time `model.step` over `step_grid` (BLAS on one thread, as a run has it), fit a
+    `LinearStepModel`, hold every fourth shape out and report its error."""
+    with threadpool_limits(limits=BLAS_THREADS, user_api="blas"):
+        return _profile(model, page_size, repeats, progress)
+
+
+def _profile(model: LlamaModel, page_size: int, repeats: int,
+             progress: Callable[[int, int], None] | None) -> StepProfile:
     shapes = step_grid(model.config.max_context)
     most = max(sum(-(-(t + s) // page_size) for t, s in chunks)
                + sum(-(-c // page_size) for c in contexts) for chunks, contexts in shapes)
@@ -64,7 +77,7 @@ def profile_steps(model: LlamaModel, *, page_size: int = 16, repeats: int = 5,
              for chunks, contexts in shapes]
     for seqs in steps:
         model.step(storage, seqs)  # warm: the first call of a shape compiles or pages in
-    # Whole passes over the grid, `repeats` times: a shape's median then spans the run, so a
+    # Whole passes over the grid, `repeats` times: a shape's mean then spans the run, so a
     # spell of load on a shared machine spreads over every shape instead of skewing a few.
     times = np.zeros((repeats, len(steps)))
     for r in range(repeats):
@@ -74,7 +87,7 @@ def profile_steps(model: LlamaModel, *, page_size: int = 16, repeats: int = 5,
             times[r, k] = time.perf_counter() - t0
         if progress is not None:
             progress(r + 1, repeats)
-    seconds = np.median(times, axis=0)
+    seconds = times.mean(axis=0)
     counts = [(sum(t for t, _ in chunks), sum(t * s + t * (t + 1) // 2 for t, s in chunks),
                len(contexts), sum(contexts)) for chunks, contexts in shapes]
     counts_a, seconds_a = np.array(counts, np.int64), np.array(seconds)
