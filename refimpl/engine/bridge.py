@@ -135,4 +135,4 @@ def step_seconds(handle: int, prefill_tokens: int, prefill_pairs: int, decode_se
 
 def execute(handle: int) -> float:
     run = _RUNS[handle]
-    return float(run.executor.execute(run.plan, run.arrays))
+    return float(run.executor.execute(run.plan, run.arrays, run.kernels.names))

@@ -11,8 +11,11 @@ pages the scheduler manages:
 2. quantized requests are repacked into the first pages of their table, the ones the books keep;
 3. restored requests are written back into their new pages;
 4. dropped (preempted) and ended requests forget their format and CPU-tier copy;
-5. the decodes and prefill chunks run as one batch (`model.step`), and each sequence whose
-   computed tokens reach its known tokens samples its next token.
+5. the decodes and prefill chunks run as one batch (`model.step`) with the tiles the plan
+   picked from the cost table (the pick of the step's first decode bucket for every decode,
+   the prefill pick for the chunks: a prefill tile of `tile_k` keys reads `tile_k / P`
+   pages), and each sequence whose computed tokens reach its known tokens samples its next
+   token.
 A request's tokens are its prompt (seeded, or given) followed by what it generated, so a
 preempted request recomputes exactly the tokens it had (vLLM's recompute preemption). The
 step's wall time, all five parts, is what the clock advances by; the step model's prediction
@@ -30,6 +33,7 @@ import numpy as np
 
 from refimpl.costmodel.calibrate import Calibrator
 from refimpl.costmodel.step import StepTimeModel
+from refimpl.costmodel.table import CostTable
 from refimpl.engine.executor import MEASURED, NO_COEFFICIENTS
 from refimpl.errors import ConfigError, KVCacheError
 from refimpl.kv.manager import KVState
@@ -40,6 +44,7 @@ from refimpl.sched.plan import (
     FINISH,
     NUM_DECODE,
     NUM_FINISH,
+    NUM_KERNELS,
     NUM_PREEMPT,
     NUM_PREFILL,
     NUM_QUANTIZE,
@@ -107,7 +112,8 @@ class ModelExecutor:
     def __init__(self, model: LlamaModel, step_model: StepTimeModel, *, seed: int = 0,
                  temperature: float = 0.0, prompts: Mapping[int, Sequence[int]] | None = None,
                  calibrator: Calibrator | None = None, slowdown: Slowdown | None = None,
-                 on_token: TokenCallback | None = None) -> None:
+                 on_token: TokenCallback | None = None, cost_table: CostTable | None = None
+                 ) -> None:
         if not temperature >= 0.0:
             raise ConfigError("temperature", temperature, "must be >= 0 (0: greedy)")
         self.model, self.step_model = model, step_model
@@ -115,6 +121,9 @@ class ModelExecutor:
         self.prompts = dict(prompts or {})
         self.calibrator = calibrator if calibrator is not None else Calibrator()
         self.slowdown, self.on_token = slowdown, on_token
+        self._kernel_params = {  # tile options of every candidate a plan may name
+            c.name: dict(c.params) for phase in (cost_table.phases.values() if cost_table
+                                                  else ()) for c in phase.candidates}
         self.storage: KVStorage | None = None
         self.log = StepLog()
         self.outputs: dict[int, list[int]] = {}  # request id -> generated tokens
@@ -133,8 +142,9 @@ class ModelExecutor:
         self.outputs, self._tokens, self._tables, self._rngs = {}, {}, {}, {}
 
     # ---- the loop's call ---------------------------------------------------------------------
-    def execute(self, plan: PlanArrays, arrays) -> float:
-        """Carry out `plan` on the data and run its forward pass; returns the seconds taken."""
+    def execute(self, plan: PlanArrays, arrays, kernel_names: Sequence[str] = ()) -> float:
+        """Carry out `plan` on the data and run its forward pass (`kernel_names`: the run's
+        names of the plan's kernel codes); returns the seconds taken."""
         if self.storage is None:
             raise KVCacheError("storage", None, "attach() the pool's storage before a run")
         counts = _counts(plan, arrays.ints)
@@ -143,7 +153,7 @@ class ModelExecutor:
         corrected = predicted * self.calibrator.correction(phase, batch, tokens)
         started = time.perf_counter()
         self._follow_books(plan, arrays.ints, arrays.kv)
-        self._forward(plan, arrays.ints, arrays.kv)
+        self._forward(plan, arrays.ints, arrays.kv, self._tiles(plan, kernel_names))
         measured = time.perf_counter() - started
         if self.slowdown is not None and len(self.log.rows) >= self.slowdown.after_step:
             measured = _spin_until(started, measured * self.slowdown.factor)
@@ -175,7 +185,27 @@ class ModelExecutor:
                 storage.on_free(i)
                 self._tables.pop(i, None)
 
-    def _forward(self, plan: PlanArrays, ints: np.ndarray, kv: KVState) -> None:
+    def _tiles(self, plan: PlanArrays, kernel_names: Sequence[str]) -> dict[str, dict]:
+        """The kernel options of the plan's picks, by the model's attention call."""
+        tiles: dict[str, dict] = {}
+        for code in plan.kernels[:plan.sizes[NUM_KERNELS]]:
+            name = kernel_names[code]
+            params = self._kernel_params.get(name)
+            if params is None:
+                raise ConfigError("plan.kernels", name, "names no candidate of the cost table")
+            phase = name.split("/", 1)[0]
+            if phase == "decode":
+                tiles.setdefault("decode", params)
+            elif phase == "chunk":
+                tiles.setdefault("chunk", params)
+            else:  # a contiguous-prefill tile, read as the paged chunk kernel's
+                tiles.setdefault("chunk", {
+                    "tile_q": params["tile_q"], "heads_per_tile": params["heads_per_tile"],
+                    "pages_per_tile": max(params["tile_k"] // self.storage.page_size, 1)})
+        return tiles
+
+    def _forward(self, plan: PlanArrays, ints: np.ndarray, kv: KVState,
+                 tiles: dict[str, dict]) -> None:
         """One forward pass over the plan's decodes and chunks; sample where a token is due."""
         entries, sizes = plan.entries, plan.sizes
         work = [(int(entries[DECODE, k]), 1) for k in range(sizes[NUM_DECODE])]
@@ -192,7 +222,7 @@ class ModelExecutor:
                                  table, want))
             if want:
                 due.append(i)
-        logits = self.model.step(self.storage, seqs)
+        logits = self.model.step(self.storage, seqs, tiles=tiles)
         for row, i in zip(logits, due, strict=True):
             self._emit(i, ints, self._sample(i, ints, row))
 

@@ -26,7 +26,9 @@ from threadpoolctl import threadpool_limits
 
 from refimpl.admission import AdmissionController, Gate
 from refimpl.costmodel.calibrate import Calibrator
+from refimpl.costmodel.profiled import default_table_for
 from refimpl.costmodel.step import StepTimeModel
+from refimpl.costmodel.table import CostTable
 from refimpl.engine.engine import Engine, Progress, warm_up
 from refimpl.engine.executor import SimulatedExecutor
 from refimpl.engine.model_executor import ModelExecutor, Slowdown, TokenCallback
@@ -92,6 +94,7 @@ def run(
     admission: bool | Gate | None = None,
     temperature: float = 0.0,
     step_model: StepTimeModel | None = None,
+    cost_table: CostTable | None = None,
     slowdown: Slowdown | None = None,
     compare_sim: bool = False,
     progress: Progress | None = None,
@@ -104,18 +107,21 @@ def run(
     Lengths are scaled by `length_scale` (default: `CPU_LENGTH_SCALE` for a named workload,
     1 for a `Workload`) and clipped to the model's context. `step_model` is the cost model
     policies plan with (default: this machine's step profile of the model, measured first);
+    `cost_table` the kernels' table the policies pick tiles from, and the steps run with
+    (default: this machine's saved profile of the model, `refimpl profile`, if any);
     `slowdown` injects drift; `compare_sim` also runs the same requests on the simulated
     clock with that cost model and reports the error.
     """
     with threadpool_limits(limits=BLAS_THREADS, user_api="blas"):
         return _run(workload, policy, model, num_requests, rate, seed, length_scale, page_size,
                     kv_memory_bytes, quantized_format, policy_params, admission, temperature,
-                    step_model, slowdown, compare_sim, progress, profile_progress, on_token)
+                    step_model, cost_table, slowdown, compare_sim, progress, profile_progress,
+                    on_token)
 
 
 def _run(workload, policy, model, num_requests, rate, seed, length_scale, page_size,
          kv_memory_bytes, quantized_format, policy_params, admission, temperature, step_model,
-         slowdown, compare_sim, progress, profile_progress, on_token) -> RunResult:
+         cost_table, slowdown, compare_sim, progress, profile_progress, on_token) -> RunResult:
     """`run`, with BLAS held to one thread."""
     llama = load_model(model, seed)
     config = llama.config.to_model_config()
@@ -131,8 +137,11 @@ def _run(workload, policy, model, num_requests, rate, seed, length_scale, page_s
         profile = profile_steps(llama, page_size=page_size, progress=profile_progress)
         step_model = profile.model
     pool = _pool(config, kv_memory_bytes, page_size)
+    if cost_table is None:
+        cost_table = default_table_for(config)
     executor = ModelExecutor(llama, step_model, seed=seed, temperature=temperature,
-                             calibrator=Calibrator(), slowdown=slowdown, on_token=on_token)
+                             calibrator=Calibrator(), slowdown=slowdown, on_token=on_token,
+                             cost_table=cost_table)
     executor.attach(pool.attach_storage(config.num_layers, config.num_kv_heads,
                                         config.head_dim, quantized_format))
     policy = make_policy(policy, **_real_params(policy, policy_params))
@@ -142,7 +151,8 @@ def _run(workload, policy, model, num_requests, rate, seed, length_scale, page_s
     sim_requests = [copy.copy(r) for r in requests]
     compile_s = warm_up()
     started = time.perf_counter()
-    result = Engine(policy, executor, pool, config, gate=gate).run(requests, progress)
+    result = Engine(policy, executor, pool, config, gate=gate, cost_table=cost_table).run(
+        requests, progress)
     wall_s = time.perf_counter() - started
     settings = {"workload": getattr(workload, "name", "requests"),
                 "num_requests": len(requests), "policy": policy.name, "model": config.name,
@@ -153,7 +163,7 @@ def _run(workload, policy, model, num_requests, rate, seed, length_scale, page_s
     simulated = fidelity = None
     if compare_sim:
         simulated = _simulate_same(sim_requests, sim_policy, sim_gate, step_model, config,
-                                   kv_memory_bytes, page_size, settings)
+                                   kv_memory_bytes, page_size, settings, cost_table)
     log = executor.log.columns()
     real = RunResult(policy.name, result.requests, result.steps, settings, wall_s,
                      outputs=executor.outputs, step_log=log, profile=profile,
@@ -191,10 +201,11 @@ def _gate(admission: bool | Gate | None, policy: Policy) -> Gate | None:
 
 def _simulate_same(requests: list[Request], policy: Policy, gate: Gate | None,
                    step_model: StepTimeModel, config, kv_memory_bytes: int, page_size: int,
-                   settings: dict) -> SimulationResult:
+                   settings: dict, cost_table: CostTable | None) -> SimulationResult:
     """The same requests, policy and pool on the simulated clock of `step_model`."""
     pool = _pool(config, kv_memory_bytes, page_size)
     started = time.perf_counter()
-    run = Engine(policy, SimulatedExecutor(step_model), pool, config, gate=gate).run(requests)
+    run = Engine(policy, SimulatedExecutor(step_model), pool, config, gate=gate,
+                 cost_table=cost_table).run(requests)
     return SimulationResult(policy.name, run.requests, run.steps,
                             {**settings, "clock": "simulated"}, time.perf_counter() - started)

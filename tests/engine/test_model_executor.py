@@ -189,3 +189,30 @@ def test_bad_options_are_named():
         _serve("vllm", temperature=-1.0)
     with pytest.raises(ConfigError, match=r"slowdown\.factor"):
         Slowdown(3, 0.5)
+
+
+def test_the_plans_kernel_picks_are_the_tiles_that_run():
+    from refimpl.config import HardwareSpec
+    from refimpl.costmodel.roofline import roofline_table
+
+    table = roofline_table(CONFIG.to_model_config(), HardwareSpec.preset("h100-sxm"))
+    params = {c.name: c.params for p in table.phases.values() for c in p.candidates}
+    model, seen = _model(), []
+    step = model.step
+
+    def spy(storage, seqs, *, tiles=None):
+        seen.append(tiles)
+        return step(storage, seqs, tiles=tiles)
+
+    model.step = spy
+    try:
+        result = _serve("slo", cost_table=table, admission=False)
+    finally:
+        del model.step
+    usage = result.steps.kernel_usage
+    decode_picks = [name for name in usage if name.startswith("decode/")]
+    assert decode_picks and sum(usage.values()) > 0
+    assert {tuple(sorted(t["decode"].items())) for t in seen if "decode" in t} <= {
+        tuple(sorted(params[name].items())) for name in decode_picks}
+    assert any("chunk" in t for t in seen)
+    assert result.outputs == _expected()
