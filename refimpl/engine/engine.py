@@ -25,7 +25,9 @@ from refimpl.engine.dispatch import RunArrays, policy_params, slo_state
 from refimpl.engine.executor import SimulatedExecutor
 from refimpl.engine.loop import (
     COMPILED_GATE,
+    MAX_IDLE_STEPS,
     NO_GATE,
+    NO_PROGRESS,
     PLAN_ERRORS,
     PYTHON_GATE,
     STEP_FLOAT_FIELDS,
@@ -123,8 +125,10 @@ class Engine:
                 np.zeros((INITIAL_STEPS, len(STEP_FLOAT_FIELDS))),
                 np.zeros((INITIAL_STEPS, len(STEP_INT_FIELDS)), np.int64))
         if error:
-            raise SchedulingError("plan", f"request {row}" if row >= 0 else "pages",
-                                  f"policy {self.policy.name!r}'s plan {PLAN_ERRORS[error]}")
+            value = f"request {row}" if row >= 0 else "steps" if error == NO_PROGRESS else "pages"
+            raise SchedulingError("plan", value, f"policy {self.policy.name!r}'s plan "
+                                  + PLAN_ERRORS[error].replace("MAX_IDLE_STEPS",
+                                                               str(MAX_IDLE_STEPS)))
         write_back(arrays.ints, arrays.floats, reasons, pending)
         self._check_nothing_lost(pending)
         if progress is not None:
