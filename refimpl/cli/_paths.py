@@ -7,7 +7,7 @@ Missing folders are fine: the writers create them.
 
 from __future__ import annotations
 
-import os
+import tempfile
 from pathlib import Path
 
 from refimpl.errors import ConfigError
@@ -30,10 +30,19 @@ def check_output_dir(field: str, path: Path) -> None:
 
 
 def _check_writable(field: str, path: Path, target: Path) -> None:
-    """`target` (the path itself, or the folder to create it in) must be writable."""
+    """`target` (the path itself, or the folder to create it in) must take a write: tried,
+    since permission bits do not tell (root, read-only mounts, /sys)."""
     while not target.exists():  # the nearest folder that exists is where creation starts
         target = target.parent
     if not target.is_dir() and target != path:
         raise ConfigError(field, str(path), f"{target} is a file, not a folder")
-    if not os.access(target, os.W_OK):
-        raise ConfigError(field, str(path), f"{target} is not writable")
+    try:
+        if target.is_dir():
+            with tempfile.TemporaryFile(dir=target):
+                pass
+        else:
+            with open(target, "a"):  # appending nothing changes nothing
+                pass
+    except OSError as error:
+        raise ConfigError(field, str(path), f"{target} is not writable "
+                          f"({error.strerror})") from None

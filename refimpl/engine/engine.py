@@ -42,7 +42,14 @@ from refimpl.sched.plan import new_plan_arrays
 from refimpl.sched.policy import BuiltinPolicy, Policy, PolicyContext
 from refimpl.sched.queues import NUM_RUNNING, WAIT_HEAD, WAIT_LEN, new_queues
 from refimpl.sched.request import Request, RequestStatus
-from refimpl.sched.table import COMPUTED, NameCodes, RequestTable, new_requests, write_back
+from refimpl.sched.table import (
+    COMPUTED,
+    NameCodes,
+    RequestTable,
+    arrival_order,
+    new_requests,
+    write_back,
+)
 
 __all__ = ["Engine", "EngineRun", "loop_ready", "warm_up"]
 
@@ -98,7 +105,7 @@ class Engine:
         """Serve `requests` (in arrival order) to the end; returns the records."""
         if self.pool.request_ids():
             raise ConfigError("pool", self.pool.request_ids()[:5], "must be empty before a run")
-        pending = sorted(requests, key=lambda r: (r.arrival_s, r.request_id))
+        pending = arrival_order(requests)
         arrays, context = self._lay_out(pending)
         gate = None if self.gate is None or self.gate.passes_everything else self.gate
         self.policy.bind(context)
