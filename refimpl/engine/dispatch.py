@@ -19,6 +19,7 @@ from numba import objmode
 from refimpl._numba import inline_kernel, kernel
 from refimpl.costmodel.step import RooflineCoefficients, roofline_step_s
 from refimpl.engine import bridge
+from refimpl.engine.executor import MEASURED, ROOFLINE
 from refimpl.kv.manager import KVState
 from refimpl.sched.plan import (
     DECODE,
@@ -49,10 +50,9 @@ from refimpl.sched.queues import WAIT_LEN, Queues
 from refimpl.sched.slo.compiled import no_slo_state, plan_slo, slo_add, slo_update
 from refimpl.sched.table import COMPUTED, GENERATED, PROMPT, REASONS
 
-__all__ = ["ROOFLINE", "RunArrays", "add_request", "num_waiting", "plan_once", "plan_step",
+__all__ = ["RunArrays", "add_request", "num_waiting", "plan_once", "plan_step",
            "slo_state", "step_seconds", "update"]
 
-ROOFLINE = 0  # executor code: the roofline step model, compiled (else PYTHON: the bridge)
 TOKEN_BUDGET, MAX_NUM_SEQS = range(2)  # a baseline's entries of `params`
 
 _step_s = inline_kernel(roofline_step_s)
@@ -153,7 +153,10 @@ def num_waiting(policy_waiting, q):
 
 @inline_kernel
 def step_seconds(code, coefficients, handle, ints, entries, sizes):
-    """The step's duration on the simulated clock: the roofline, or a Python step model."""
+    """The step's duration: predicted by the roofline or a Python step model, or measured
+    by an executor that runs the step."""
+    if code == MEASURED:
+        return _execute(handle)
     prefill_tokens = prefill_pairs = decode_context = 0
     for k in range(sizes[NUM_PREFILL]):
         tokens = entries[PREFILL_TOKENS, k]
@@ -171,6 +174,13 @@ def step_seconds(code, coefficients, handle, ints, entries, sizes):
 
 
 # ---- the crossings to Python (not inlined: Numba lifts `objmode` blocks out of a function) ----
+@kernel(calls_python=True)
+def _execute(handle):
+    with objmode(seconds="float64"):
+        seconds = bridge.execute(handle)
+    return seconds
+
+
 @kernel(calls_python=True)
 def _python_schedule(handle, now):
     with objmode():

@@ -118,7 +118,7 @@ class Engine:
         kernels = NameCodes(compiled.kernel_names if compiled is not None else ())
         reasons, kernel_counts = NameCodes(), np.zeros(bridge.MAX_KERNELS, np.int64)
         run = bridge.RunBridge(self.policy, gate, self.executor, plan, finished, gate_out,
-                               reasons, kernels, arrays.ints, progress)
+                               reasons, kernels, arrays, progress)
         with bridge.registered(run) as handle:
             config = np.array([self.policy.code, _gate_kind(gate), self.executor.code, handle,
                                self.model.max_context, time.CLOCK_MONOTONIC,

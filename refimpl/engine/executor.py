@@ -8,12 +8,14 @@ loop, any other `StepTimeModel` (a profiled one, a user's) is called through the
 from __future__ import annotations
 
 from refimpl.costmodel.step import RooflineCoefficients, RooflineStepModel, StepTimeModel
-from refimpl.engine.dispatch import ROOFLINE
-from refimpl.sched.policy import PYTHON
 
-__all__ = ["SimulatedExecutor"]
+__all__ = ["BRIDGED", "MEASURED", "NO_COEFFICIENTS", "ROOFLINE", "SimulatedExecutor"]
 
-_NO_COEFFICIENTS = RooflineCoefficients(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+# The loop's executor codes: the roofline computed in the loop, any other step model called
+# through the bridge, or a step actually executed (and timed) by a Python executor.
+ROOFLINE, BRIDGED, MEASURED = range(3)
+
+NO_COEFFICIENTS = RooflineCoefficients(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 class SimulatedExecutor:
@@ -22,8 +24,8 @@ class SimulatedExecutor:
     def __init__(self, step_model: StepTimeModel) -> None:
         self.step_model = step_model
         compiled = type(step_model) is RooflineStepModel  # a subclass may change the formula
-        self.code = ROOFLINE if compiled else PYTHON
-        self.coefficients = step_model.coefficients if compiled else _NO_COEFFICIENTS
+        self.code = ROOFLINE if compiled else BRIDGED
+        self.coefficients = step_model.coefficients if compiled else NO_COEFFICIENTS
 
     def step_seconds(self, prefill_tokens: int, prefill_pairs: int, decode_seqs: int,
                      decode_context_tokens: int) -> float:
