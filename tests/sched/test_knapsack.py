@@ -15,6 +15,7 @@ from refimpl.sched.slo.knapsack import (
     bucket_of,
     select_decode_batch,
     select_decode_batch_python,
+    tick_inputs,
 )
 
 
@@ -149,3 +150,27 @@ def test_numba_and_python_agree_on_hundreds_of_candidates(horizon):
         python = select_decode_batch_python(*inst.values(), 0.0, horizon, 0.01, 3, 6,
                                             VALUE_PER_TIME, 0.05)
         assert run(inst, horizon=horizon) == python, seed
+
+
+def test_a_request_that_exactly_fills_the_time_left_is_taken():
+    n = 2
+    inst = dict(deadline_s=np.array([0.01, 0.02]), est_time_s=np.array([0.5, 0.5]),
+                weight=np.ones(n), bucket=np.zeros(n, np.int64), kv_need=np.zeros(n, np.int64),
+                active=np.ones(n, bool))
+    assert run(inst, time_budget=1.0) == [0, 1]  # 0.5 + 0.5 is the whole tick: both fit
+
+
+def test_a_deadline_exactly_at_the_horizon_is_not_urgent():
+    # Urgent means due strictly before now + horizon; `run` checks that the pages of urgent
+    # requests left out (here the one that needs a page, with none free) are counted as such.
+    inst = dict(deadline_s=np.array([0.05]), est_time_s=np.array([1e-3]), weight=np.ones(1),
+                bucket=np.zeros(1, np.int64), kv_need=np.ones(1, np.int64),
+                active=np.ones(1, bool))
+    assert run(inst, horizon=0.05, pages=0) == []
+
+
+def test_a_decode_needs_a_page_exactly_when_its_last_page_is_full():
+    context = np.array([15, 16, 17, 32, 33])
+    _, _, kv_need, _, _ = tick_inputs(context, np.ones(5), np.ones(5, bool), 0.0, 1e-3, 0.25,
+                                      2.0, 1e-4, 1e-7, 16, 512)
+    assert kv_need.tolist() == [0, 1, 0, 1, 0]
