@@ -140,3 +140,9 @@ def test_a_baselines_unknown_parameter_lists_those_it_takes(policy):
     with pytest.raises(ConfigError, match=r"policy_params='chunk': is not a parameter of \w+ "
                                           r"\(choose from: max_num_seqs, token_budget\)"):
         simulate("azure-conv-like", policy, num_requests=3, policy_params={"chunk": 8})
+
+
+def test_an_empty_request_list_is_an_empty_run():
+    result = simulate([], "vllm")
+    assert len(result.requests) == 0 and len(result.steps) == 0
+    assert result.summary()["num_requests"] == 0 and result.summary()["slo_attainment"] is None
