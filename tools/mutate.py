@@ -106,7 +106,7 @@ MUTANTS = (
     Mutant("slo prefill key: remaining tokens negated", "refimpl/sched/slo/queues.py",
            "int(requests.prompt_tokens[i] + requests.num_generated[i]) - num_computed,",
            "num_computed - int(requests.prompt_tokens[i] + requests.num_generated[i]),",
-           ("tests/sched/test_slo_policy.py",), "pinned"),
+           ("tests/sched/test_slo_policy.py", "tests/sched/test_slo_compiled.py"), "pinned"),
     Mutant("engine: context check off by one (planted iii)", "refimpl/engine/loop.py",
            "if total > config[MAX_CONTEXT]:", "if total >= config[MAX_CONTEXT]:",
            ("tests/engine/test_engine.py",), "compile"),
