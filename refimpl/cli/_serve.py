@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from refimpl.cli._options import slo_set_of
+from refimpl.cli._paths import check_output_dir, check_output_path
 from refimpl.config import SLO_SETS
 from refimpl.engine import SimulationResult, loop_ready, simulate, warm_up
 from refimpl.metrics.plots import plot_latency_cdfs, plot_timeline
@@ -17,7 +18,12 @@ from refimpl.workloads import assign_slo_set, make_workload
 
 
 def simulate_policies(args: argparse.Namespace, policies: list[str]) -> dict[str, SimulationResult]:
-    """Simulate every policy on the workload the options describe, with a progress bar."""
+    """Simulate every policy on the workload the options describe, with a progress bar (the
+    report paths checked first: a finished run is never lost to an unwritable path)."""
+    if args.json is not None:
+        check_output_path("json", args.json)
+    if args.out is not None:
+        check_output_dir("out", args.out)
     slo_set = slo_set_of(args)
     workload = make_workload(args.workload, num_requests=args.num_requests, rate=args.rate,
                              seed=args.seed)

@@ -12,6 +12,7 @@ import importlib
 from pathlib import Path
 
 from refimpl.cli._options import add_slo_options, slo_set_of
+from refimpl.cli._paths import check_output_path
 
 SUITES = {
     "kernels": "attention kernels: prefill vs PyTorch/oracle/GEMM, decode vs memory read",
@@ -55,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
         from refimpl.errors import ConfigError
 
         raise ConfigError("--threads", args.threads, "must be at least 1")
+    if args.json is not None:
+        check_output_path("json", args.json)
     module = importlib.import_module(f"refimpl.bench.{args.suite}")
     options = {"slo_set": slo_set_of(args)} if args.suite in WORKLOAD_SUITES else {}
     module.run(quick=args.quick, num_threads=args.threads, json_path=args.json, **options)

@@ -10,6 +10,7 @@ global "current run", so runs may nest (a policy that simulates ahead) without s
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from refimpl.admission.gate import Action
-from refimpl.errors import SchedulingError
+from refimpl.errors import ConfigError, SchedulingError
 from refimpl.sched.plan import PlanArrays, StepPlan, read_plan, write_plan
 from refimpl.sched.table import FINISHED, STATUS, NameCodes
 
@@ -129,8 +130,13 @@ def progress(handle: int) -> None:
 
 def step_seconds(handle: int, prefill_tokens: int, prefill_pairs: int, decode_seqs: int,
                  decode_context_tokens: int) -> float:
-    return float(_RUNS[handle].executor.step_seconds(
-        int(prefill_tokens), int(prefill_pairs), int(decode_seqs), int(decode_context_tokens)))
+    executor = _RUNS[handle].executor
+    seconds = float(executor.step_seconds(int(prefill_tokens), int(prefill_pairs),
+                                          int(decode_seqs), int(decode_context_tokens)))
+    if not math.isfinite(seconds) or seconds < 0:  # a NaN clock never reaches an arrival
+        raise ConfigError("step_model", type(executor.step_model).__name__, f"returned a step "
+                          f"time of {seconds!r} s; it must be finite and >= 0")
+    return seconds
 
 
 def execute(handle: int) -> float:

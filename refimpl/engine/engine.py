@@ -25,7 +25,9 @@ from refimpl.engine.dispatch import RunArrays, policy_params, slo_state
 from refimpl.engine.executor import MEASURED, SimulatedExecutor
 from refimpl.engine.loop import (
     COMPILED_GATE,
+    MAX_IDLE_STEPS,
     NO_GATE,
+    NO_PROGRESS,
     PLAN_ERRORS,
     PYTHON_GATE,
     STEP_FLOAT_FIELDS,
@@ -40,7 +42,14 @@ from refimpl.sched.plan import new_plan_arrays
 from refimpl.sched.policy import BuiltinPolicy, Policy, PolicyContext
 from refimpl.sched.queues import NUM_RUNNING, WAIT_HEAD, WAIT_LEN, new_queues
 from refimpl.sched.request import Request, RequestStatus
-from refimpl.sched.table import COMPUTED, NameCodes, RequestTable, new_requests, write_back
+from refimpl.sched.table import (
+    COMPUTED,
+    NameCodes,
+    RequestTable,
+    arrival_order,
+    new_requests,
+    write_back,
+)
 
 __all__ = ["Engine", "EngineRun", "loop_ready", "warm_up"]
 
@@ -97,7 +106,7 @@ class Engine:
         """Serve `requests` (in arrival order) to the end; returns the records."""
         if self.pool.request_ids():
             raise ConfigError("pool", self.pool.request_ids()[:5], "must be empty before a run")
-        pending = sorted(requests, key=lambda r: (r.arrival_s, r.request_id))
+        pending = arrival_order(requests)
         arrays, context = self._lay_out(pending)
         gate = None if self.gate is None or self.gate.passes_everything else self.gate
         self.policy.bind(context)
@@ -125,8 +134,10 @@ class Engine:
                 np.zeros((INITIAL_STEPS, len(STEP_FLOAT_FIELDS))),
                 np.zeros((INITIAL_STEPS, len(STEP_INT_FIELDS)), np.int64))
         if error:
-            raise SchedulingError("plan", f"request {row}" if row >= 0 else "pages",
-                                  f"policy {self.policy.name!r}'s plan {PLAN_ERRORS[error]}")
+            value = f"request {row}" if row >= 0 else "steps" if error == NO_PROGRESS else "pages"
+            raise SchedulingError("plan", value, f"policy {self.policy.name!r}'s plan "
+                                  + PLAN_ERRORS[error].replace("MAX_IDLE_STEPS",
+                                                               str(MAX_IDLE_STEPS)))
         write_back(arrays.ints, arrays.floats, reasons, pending)
         self._check_nothing_lost(pending)
         if progress is not None:

@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 
 from refimpl.admission import AdmissionController, Gate
 from refimpl.config import SLO, HardwareSpec, ModelConfig, dtype_bytes
+from refimpl.config._validate import check_seed
 from refimpl.costmodel.choose import step_time_model
 from refimpl.costmodel.step import StepTimeModel
 from refimpl.engine.engine import Engine, Progress, warm_up
 from refimpl.engine.executor import SimulatedExecutor
-from refimpl.errors import CapacityError
+from refimpl.errors import CapacityError, ConfigError
+from refimpl.kv._checks import check_count
 from refimpl.kv.pool import PagePool
 from refimpl.metrics.audit import audit_admission
 from refimpl.metrics.records import RequestRecords, StepRecords
@@ -62,6 +64,7 @@ class SimulationResult:
 def kv_pool_for(model: ModelConfig, hardware: HardwareSpec, page_size: int = PAGE_SIZE,
                 memory_utilization: float = MEMORY_UTILIZATION) -> PagePool:
     """A page pool filling the device memory the weights leave free, with a CPU tier."""
+    page_size = check_count("page_size", page_size, 1)
     weight_bytes = model.num_parameters() * dtype_bytes(model.weight_dtype, "weight_dtype")
     budget = int(hardware.memory_bytes * memory_utilization) - weight_bytes
     if budget <= 0:
@@ -122,10 +125,18 @@ def simulate(
 
     `admission` is True (a default `AdmissionController`), False, a gate of your own, or
     None: on for `slo`, off otherwise. `workload` may also be a list of hand-made `Request`s,
-    which the run then fills in (their times and counts). With `audit`, a run with a gate
+    which the run then fills in (their times and counts). Each is checked on entry (a field no
+    run could serve raises `ConfigError` naming the request, the field and the value) and
+    copied into the run's table: the run reads only what a request asks for, never what an
+    earlier run wrote into it, so the same list may be served again and gives the same run
+    (each run's results overwrite the last in the objects; the records returned are copies).
+    With `audit`, a run with a gate
     is replayed without it, and the gate's false rejects and late admits are reported
     (refimpl.metrics.audit; the replay's time is not in `wall_s`).
     """
+    check_seed(seed)  # (also where the workload is given, so settings record a valid one)
+    if not (admission is None or isinstance(admission, (bool, Gate))):
+        raise ConfigError("admission", admission, "must be True, False, None or a refimpl Gate")
     model = model if isinstance(model, ModelConfig) else ModelConfig.preset(model)
     hardware = hardware if isinstance(hardware, HardwareSpec) else HardwareSpec.preset(hardware)
     if isinstance(workload, str):

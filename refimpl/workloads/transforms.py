@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from refimpl.config._validate import positive_int, positive_real
+from refimpl.config._validate import positive_int, positive_real, seeded_rng
 from refimpl.config.model import ModelConfig
 from refimpl.config.slo import PriorityClass
 from refimpl.config.slo_sets import SLOSet
@@ -130,7 +130,7 @@ def assign_classes(
     for weight in weights:
         positive_real("weights", weight)
     probabilities = np.asarray(weights) / np.sum(weights)  # (k,)
-    drawn = np.random.default_rng(seed).choice(len(classes), size=len(workload), p=probabilities)
+    drawn = seeded_rng(seed).choice(len(classes), size=len(workload), p=probabilities)
     return replace(
         workload,
         priority=np.array([c.priority for c in classes], dtype=np.int64)[drawn],

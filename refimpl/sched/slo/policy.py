@@ -103,6 +103,8 @@ class SLOPolicy(Policy):
         if value_mode not in (VALUE_PER_TIME, VALUE_LATENESS):
             raise ConfigError("value_mode", value_mode, "w/time or w*lateness",
                               choices=(VALUE_PER_TIME, VALUE_LATENESS))
+        if ladder is not None and not isinstance(ladder, LadderConfig):
+            raise ConfigError("ladder", ladder, "must be a refimpl.kv.LadderConfig or None")
         if min_chunk > max_chunk:
             raise ConfigError("min_chunk", min_chunk, f"must be <= max_chunk={max_chunk}")
         if min_tick_s > max_tick_s:
