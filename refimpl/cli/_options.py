@@ -7,6 +7,7 @@ from pathlib import Path
 
 from refimpl.config import MODEL_PRESETS, SLO_PRESETS, SLO_SETS, SLOSet, one_class, preset_names
 from refimpl.config import slo_set as parse_slo_set
+from refimpl.costmodel.choose import STEP_MODELS
 from refimpl.sched import POLICIES
 from refimpl.workloads import DEFAULT_WORKLOAD, synthetic_names
 
@@ -14,8 +15,8 @@ from refimpl.workloads import DEFAULT_WORKLOAD, synthetic_names
 def add_workload_options(parser: argparse.ArgumentParser, *, model: str, hardware: str,
                          num_requests: int | None, rate: float | None = None,
                          out: Path | None = None, classes: str | None = None) -> None:
-    """--workload, --model, --hardware, --rate, --num-requests, --seed, --slo or --classes,
-    --json, --out."""
+    """--workload, --model, --hardware, --step-model, --rate, --num-requests, --seed, --slo or
+    --classes, --json, --out."""
     parser.add_argument("--workload", default=DEFAULT_WORKLOAD, metavar="NAME_OR_PATH",
                         help=f"a synthetic workload ({', '.join(synthetic_names())}) or a trace "
                         "file (Azure 2023 CSV, Mooncake JSONL, length-only CSV; detected) "
@@ -24,6 +25,10 @@ def add_workload_options(parser: argparse.ArgumentParser, *, model: str, hardwar
                         help=f"model preset (default: {model})")
     parser.add_argument("--hardware", default=hardware, choices=list(preset_names()),
                         help=f"hardware preset (default: {hardware})")
+    parser.add_argument("--step-model", default="auto", choices=list(STEP_MODELS),
+                        help="the simulated clock: auto (calibrated to measured GPUs where the "
+                        "preset has fitted figures), calibrated, or roofline (ideal spec-sheet "
+                        "peaks) (default: auto)")
     parser.add_argument("--rate", type=float, default=rate, metavar="REQ_PER_S",
                         help="arrival rate in requests/s (default: "
                         + (f"{rate})" if rate else "the workload's own)"))
