@@ -11,7 +11,8 @@ preempted, nor where its pages would leave fewer than the watermark free (vLLM's
 manager keeps `watermark=0.01` of the blocks back from new requests, so that running ones
 can grow without preempting: `vllm/core/block_manager.py`, `can_allocate`). With nothing
 running the whole pool may be taken: there is nothing to grow, and vLLM's alternative,
-rejecting a prompt that cannot fit beside the watermark, would leave it waiting forever here. The decision writes a plan and marks in the queues' scratch; it changes no request.
+rejecting a prompt that cannot fit beside the watermark, would leave it waiting forever here.
+The decision writes a plan and marks in the queues' scratch; it changes no request.
 """
 
 from __future__ import annotations
