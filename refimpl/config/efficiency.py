@@ -30,13 +30,15 @@ def _seconds(field: str, value: float) -> None:
 
 @dataclass(frozen=True)
 class GemmFit:
-    """Linear layers: t = launch + (t_mem^p + t_flop^p)^(1/p), a smooth roofline."""
+    """Linear layers: t = launch + (t_mem^p + t_flop^p)^(1/p), a smooth roofline; t_flop
+    counts the rows padded to whole tiles."""
 
     launch_s: float  # fixed cost of one GEMM kernel
     compute_efficiency: float  # fraction of peak FLOP/s a large GEMM reaches
     weight_read_efficiency: float  # fraction of bandwidth a weight-bound GEMM reaches
-    rows_half: float  # rows at which tile padding doubles the FLOP time: t_flop * (1 + r/M)
+    rows_half: float  # rows of FLOP time every GEMM pays beyond its tiles (under-filled SMs)
     sharpness: float  # p: how sharply the memory and compute limits meet (inf: max())
+    tile_rows: int = 64  # rows per tile: a batch's rows are padded up to a multiple
 
     def __post_init__(self) -> None:
         _seconds("launch_s", self.launch_s)
@@ -44,6 +46,7 @@ class GemmFit:
         _fraction("weight_read_efficiency", self.weight_read_efficiency)
         positive_real("rows_half", self.rows_half)
         positive_real("sharpness", self.sharpness)
+        positive_int("tile_rows", self.tile_rows)
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,7 @@ KiB = 2**10
 _VIDUR = ("fitted to Vidur's profiles (microsoft/vidur, MIT, commit "
           "7d47513363ec447a741ac5e47241580b47724fbf, data/profiling)")
 _A100 = Efficiency(
-    gemm=GemmFit(4.94e-06, 0.7365, 0.8274, 6.351, 1.52),
+    gemm=GemmFit(5.106e-06, 0.7355, 0.9602, 0.01, 1.563, 64),
     norm=OpFit(4.406e-06, 0.3502, 3.007),
     rope=OpFit(2.95e-06, 0.4262, 1.513),
     act=OpFit(2.667e-06, 0.4828, 1.36),
@@ -83,7 +83,7 @@ _A100 = Efficiency(
     source=_VIDUR,
 )
 _H100 = Efficiency(
-    gemm=GemmFit(6.662e-06, 0.7538, 1.0, 136.4, 5.051),
+    gemm=GemmFit(6.837e-06, 0.7517, 0.9326, 77.21, 20.0, 128),
     norm=OpFit(4.029e-06, 0.3734, 2.448),
     rope=OpFit(2.11e-06, 0.4928, 1.28),
     act=OpFit(1.711e-06, 0.5729, 1.056),

@@ -65,28 +65,30 @@ def per_layer(op: str) -> int:
     return PER_LAYER[op]
 
 
-def op_s(fixed_s, s_per_row, flop_s_per_row, floor_s, sharpness, rows):
+def op_s(fixed_s, s_per_row, flop_s_per_row, floor_s, tile_rows, sharpness, rows):
     """Seconds of one operator over `rows` rows, its launch left out: a smooth roofline
     (t_mem^p + t_flop^p)^(1/p). t_mem = fixed_s + rows * s_per_row (weights, activations);
-    t_flop = rows * flop_s_per_row + floor_s, where a GEMM's floor is its FLOP time for
-    `rows_half` more rows (the padding of partly filled tiles, most of a small batch's tile)
-    and a memory-bound operator's floor is its launch (a tiny kernel costs the launch, a large
-    one its bytes, and the two overlap)."""
+    t_flop = padded rows * flop_s_per_row + floor_s, the rows padded up to whole tiles of
+    `tile_rows` (a GEMM computes whole tiles), where a GEMM's floor is the FLOP time of
+    `rows_half` more rows (SMs left idle by a small grid) and a memory-bound operator's floor
+    is its launch (tile_rows 1: a tiny kernel costs the launch, a large one its bytes, and the
+    two overlap)."""
     t_mem = fixed_s + rows * s_per_row
-    t_flop = rows * flop_s_per_row + floor_s
+    t_flop = ((rows + tile_rows - 1) // tile_rows) * tile_rows * flop_s_per_row + floor_s
     return (t_mem ** sharpness + t_flop ** sharpness) ** (1.0 / sharpness)
 
 
 def gemm_terms(gemm: Gemm, fit: GemmFit, peak_flops: float, bandwidth: float,
-               weight_bytes: int) -> tuple[float, float, float, float]:
-    """`op_s`'s (fixed_s, s_per_row, flop_s_per_row, floor_s) for `gemm` under `fit`."""
+               weight_bytes: int) -> tuple[float, float, float, float, float]:
+    """`op_s`'s (fixed_s, s_per_row, flop_s_per_row, floor_s, tile_rows) for `gemm`."""
     byte_s = 1.0 / (bandwidth * fit.weight_read_efficiency)
     flop_s = 2.0 * gemm.n * gemm.k / (peak_flops * fit.compute_efficiency)
     return (weight_bytes * gemm.n * gemm.k * byte_s, weight_bytes * (gemm.n + gemm.k) * byte_s,
-            flop_s, flop_s * fit.rows_half)
+            flop_s, flop_s * fit.rows_half, float(fit.tile_rows))
 
 
 def memory_terms(fit: OpFit, nbytes_per_row: float,
-                 bandwidth: float) -> tuple[float, float, float, float]:
-    """`op_s`'s (fixed_s, s_per_row, flop_s_per_row, floor_s) for a memory-bound operator."""
-    return 0.0, nbytes_per_row / (bandwidth * fit.efficiency), 0.0, fit.launch_s
+                 bandwidth: float) -> tuple[float, float, float, float, float]:
+    """`op_s`'s (fixed_s, s_per_row, flop_s_per_row, floor_s, tile_rows) for a memory-bound
+    operator."""
+    return 0.0, nbytes_per_row / (bandwidth * fit.efficiency), 0.0, fit.launch_s, 1.0

@@ -111,8 +111,8 @@ def _layer_linear_params(model: ModelConfig) -> int:
 # step (e.g. 2 x layers), launch seconds, then `op_s`'s terms (refimpl.costmodel.gpu_ops), and
 # whether its rows are the decoding sequences only (the LM head) rather than every new token.
 OP_FIELDS = ("count", "launch_s", "fixed_s", "s_per_row", "flop_s_per_row", "floor_s",
-             "sharpness", "decode_only")
-COUNT, LAUNCH, FIXED, PER_ROW, FLOP, FLOOR, SHARPNESS, DECODE_ONLY = range(len(OP_FIELDS))
+             "tile_rows", "sharpness", "decode_only")
+COUNT, LAUNCH, FIXED, PER_ROW, FLOP, FLOOR, TILE, SHARPNESS, DECODE_ONLY = range(len(OP_FIELDS))
 NO_OPS = np.zeros((0, len(OP_FIELDS)))  # the ideal roofline: no per-operator rows
 
 
@@ -155,9 +155,12 @@ def step_s(c: StepCoefficients, prefill_tokens: int, prefill_pairs: int, decode_
         for k in range(ops.shape[0]):
             rows = decode_seqs if ops[k, DECODE_ONLY] > 0.0 else tokens
             if rows > 0:
-                p = ops[k, SHARPNESS]
+                # gpu_ops.op_s, written out: Numba cannot call a plain function, and this
+                # module must not import Numba (tests/costmodel/test_calibrated.py holds the
+                # two equal)
+                p, tile = ops[k, SHARPNESS], ops[k, TILE]
                 t_mem = ops[k, FIXED] + rows * ops[k, PER_ROW]
-                t_flop = rows * ops[k, FLOP] + ops[k, FLOOR]
+                t_flop = ((rows + tile - 1) // tile) * tile * ops[k, FLOP] + ops[k, FLOOR]
                 linear_s += ops[k, COUNT] * (ops[k, LAUNCH]
                                              + (t_mem ** p + t_flop ** p) ** (1.0 / p))
     attention_s = 0.0
