@@ -23,7 +23,7 @@ from refimpl.config.efficiency import Efficiency, GemmFit, LinkFit, OpFit
 from refimpl.costmodel.gpu_ops import elementwise_bytes, gemm_terms, layer_gemms, memory_terms, op_s
 from refimpl.costmodel.gpu_profiles import AllReduceProfile, OperatorProfile
 
-__all__ = ["GROUPS", "GpuScore", "fit_efficiency", "predict", "score"]
+__all__ = ["GROUPS", "GpuScore", "fit_efficiency", "linear_layers_s", "predict", "score"]
 
 # Operator groups the acceptance is stated over -> Vidur's operators, and the fitted `OpFit`.
 GROUPS = {"attn_proj": ("attn_pre_proj", "attn_post_proj"),
@@ -174,3 +174,17 @@ def score(compute: list[OperatorProfile], network: list[AllReduceProfile], hw: H
     shape = [p for p in compute if p.model.name == held_shape]
     shape_mape = group_mape(fit_efficiency(others, network, hw, source), hw, shape)
     return GpuScore(compute[0].gpu, full, rows, held_shape, shape_mape)
+
+
+def linear_layers_s(eff: Efficiency, hw: HardwareSpec, p: OperatorProfile, tokens: int,
+                    num_layers: int) -> tuple[float, float] | None:
+    """(predicted, Vidur's) seconds of the four projections of `num_layers` layers over a batch
+    of `tokens` rows at TP 1 (None if the profile has no such row)."""
+    at = np.flatnonzero((p.tp == 1) & (p.tokens == tokens))
+    if at.size == 0:
+        return None
+    row = _rows_mask(p, at[:1])
+    predicted = sum(float(predict(eff, hw, row, op)[0]) for op in GROUPS["attn_proj"]
+                    + GROUPS["mlp_proj"])
+    measured = sum(float(row.seconds[op][0]) for op in GROUPS["attn_proj"] + GROUPS["mlp_proj"])
+    return num_layers * predicted, num_layers * measured
