@@ -124,8 +124,8 @@ def _classed(key: tuple) -> Workload:
 
 def serve(key: tuple, policy: str, admission: bool, rate: float) -> dict:
     """One cell's figures: `key`'s workload at `rate` req/s (gated runs are audited)."""
-    s = simulate(scale_to_rate(_classed(key), rate), policy, model=key[1], hardware=HARDWARE[key[1]],
-                 admission=admission, audit=admission).summary()
+    s = simulate(scale_to_rate(_classed(key), rate), policy, model=key[1],
+                 hardware=HARDWARE[key[1]], admission=admission, audit=admission).summary()
     figures = {name: s[name] for name in (
         "slo_attainment", "goodput_req_s", "num_requests", "num_finished", "num_rejected",
         "rejected_by_reason")}
@@ -238,7 +238,8 @@ def run(*, quick: bool = False, num_threads: int | None = None, json_path: Path 
             group["cells"] = {name: {load: job.result() for load, job in by_load.items()}
                               for name, by_load in group["cells"].items()}
             group["failures"] = check(group)
-    report = {"suite": "robustness", "hardware": {m: HARDWARE[m] for m in models}, "num_requests": num_requests,
+    report = {"suite": "robustness", "hardware": {m: HARDWARE[m] for m in models},
+              "num_requests": num_requests,
               "target": TARGET, "loads": [_label(load) for load in loads],
               "runs": {name: {"policy": p, "admission": a} for name, (p, a) in runs().items()},
               "slo_sets": {name: s.describe() for name, s in sets.items()},
