@@ -33,6 +33,7 @@ GROUPS = {"attn_proj": ("attn_pre_proj", "attn_post_proj"),
 MEMORY_OPS = {"norm": "norm", "rope": "rope", "act": "act", "add": "add", "emb": "emb"}
 HOLD_EVERY = 5  # every fifth row is held out
 TILE_ROWS = (32, 64, 128)  # the tile heights of cuBLAS/CUTLASS half-precision GEMMs tried
+PROFILED_BYTES = 2  # Vidur profiled fp16 weights and activations
 
 
 def _rows_mask(p: OperatorProfile, keep: np.ndarray | None) -> OperatorProfile:
@@ -50,7 +51,8 @@ def _gemm_rows(profiles: list[OperatorProfile], hw: HardwareSpec, fit: GemmFit):
         for tp in np.unique(p.tp):
             at = p.tp == tp
             for g in layer_gemms(p.model, int(tp)):
-                terms = gemm_terms(g, fit, hw.peak_flops, hw.memory_bandwidth_bytes_s, 2)
+                terms = gemm_terms(g, fit, hw.peak_flops, hw.memory_bandwidth_bytes_s,
+                                   PROFILED_BYTES)
                 pred.append(fit.launch_s + op_s(*terms, fit.sharpness, rows[at]))
                 meas.append(p.seconds[g.name][at])
     return np.concatenate(pred), np.concatenate(meas)
@@ -130,7 +132,8 @@ def predict(eff: Efficiency, hw: HardwareSpec, p: OperatorProfile, op: str) -> n
         gemms = {g.name: g for g in layer_gemms(p.model, int(tp))}
         if op in gemms:
             fit = eff.gemm
-            terms = gemm_terms(gemms[op], fit, hw.peak_flops, hw.memory_bandwidth_bytes_s, 2)
+            terms = gemm_terms(gemms[op], fit, hw.peak_flops, hw.memory_bandwidth_bytes_s,
+                               PROFILED_BYTES)
             out[at] = fit.launch_s + op_s(*terms, fit.sharpness, rows)
             continue
         group = next(g for g, members in GROUPS.items() if op in members)
