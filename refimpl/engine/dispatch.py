@@ -52,7 +52,9 @@ from refimpl.sched.table import COMPUTED, GENERATED, PROMPT, REASONS
 __all__ = ["COMPILED_STEP", "RunArrays", "add_request", "num_waiting", "plan_once", "plan_step",
            "slo_state", "step_seconds", "update"]
 
-COMPILED_STEP = 0  # executor code: `step_s` compiled (roofline or calibrated; else PYTHON)
+# Executor codes: `step_s` compiled (roofline or calibrated), else PYTHON (0): the bridge. Not
+# 0 itself: that is PYTHON, and a Python step model would run on zero coefficients.
+COMPILED_STEP = 1
 TOKEN_BUDGET, MAX_NUM_SEQS = range(2)  # a baseline's entries of `params`
 
 _step_s = inline_kernel(step_s)
