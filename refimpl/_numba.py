@@ -87,12 +87,50 @@ def _options(fast_float: bool, calls_python: bool = False) -> dict[str, Any]:
 
 @functools.cache
 def sources_fingerprint(root: Path = _PACKAGE_ROOT) -> str:
-    """SHA-256 of the contents of every `.py` file under `root` (refimpl's own sources)."""
+    """SHA-256 of every source file compiled code can see: each file that defines kernels
+    (imports `refimpl._numba`) and every refimpl module it imports, transitively."""
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
+    for path in sorted(_compiled_sources(root)):
         digest.update(str(path.relative_to(root)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def _compiled_sources(root: Path) -> set[Path]:
+    """The files of `sources_fingerprint`: an edit elsewhere (the CLI, a Python policy, the
+    docs' examples) changes no machine code, so it recompiles nothing."""
+    imports = {path: _refimpl_imports(root, path) for path in root.rglob("*.py")}
+    numba_file = root / "_numba.py"
+    todo = [path for path, names in imports.items() if numba_file in names]
+    seen = set(todo)
+    while todo:
+        for found in imports.get(todo.pop(), ()):
+            if found not in seen:
+                seen.add(found)
+                todo.append(found)
+    return seen
+
+
+def _refimpl_imports(root: Path, path: Path) -> set[Path]:
+    """The files of the `refimpl.*` modules (and their packages) that `path` imports."""
+    import ast
+
+    names = []
+    for node in ast.walk(ast.parse(path.read_bytes())):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names += [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+    files = set()
+    for name in names:
+        parts = name.split(".")
+        if parts[0] != "refimpl":
+            continue
+        for k in range(1, len(parts) + 1):  # the package's __init__ files run too
+            base = root.joinpath(*parts[1:k])
+            files.update(f for f in (base / "__init__.py", base.with_suffix(".py"))
+                         if f.is_file())
+    return files
 
 
 def _fingerprinted(locator: type) -> type:

@@ -15,6 +15,7 @@ __all__ = [
     "GradingError",
     "KVCacheError",
     "KernelInputError",
+    "ModelInputError",
     "RefimplError",
     "SchedulingError",
     "TraceFormatError",
@@ -66,6 +67,11 @@ class TraceFormatError(RefimplError):
 
 class KernelInputError(RefimplError):
     """Arrays handed to a kernel with the wrong dtype, shape, layout or values."""
+
+
+class ModelInputError(RefimplError):
+    """Bad input to the model: a checkpoint with a missing or mis-shaped tensor, or a step's
+    sequence with a token, position or page table out of range."""
 
 
 class CapacityError(RefimplError):

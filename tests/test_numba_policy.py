@@ -101,15 +101,25 @@ def test_serial_and_parallel_builds_stay_apart_in_the_on_disk_cache(tmp_path):
         "threadmod.thread_ids", "threadmod.thread_ids_parallel"]
 
 
-def test_the_sources_fingerprint_follows_any_file_of_the_tree(tmp_path):
+def test_the_sources_fingerprint_follows_what_kernels_import_and_nothing_else(tmp_path):
     (tmp_path / "pkg").mkdir()
+    (tmp_path / "_numba.py").write_text("")
     helper = tmp_path / "pkg" / "helper.py"
     helper.write_text("X = 1\n")
-    (tmp_path / "kernel.py").write_text("Y = 2\n")
-    before = _numba.sources_fingerprint.__wrapped__(tmp_path)
-    assert _numba.sources_fingerprint.__wrapped__(tmp_path) == before  # deterministic
-    helper.write_text("X = 2\n")  # an edit to a file the kernel's own file does not show
-    assert _numba.sources_fingerprint.__wrapped__(tmp_path) != before
+    deeper = tmp_path / "pkg" / "deeper.py"
+    deeper.write_text("Z = 1\n")
+    helper.write_text("from refimpl.pkg.deeper import Z\nX = Z\n")
+    (tmp_path / "kernel.py").write_text("from refimpl._numba import kernel\n"
+                                        "from refimpl.pkg import helper\n")
+    other = tmp_path / "cli.py"
+    other.write_text("from refimpl import kernel\n")  # imports kernels, is not imported
+    fingerprint = _numba.sources_fingerprint.__wrapped__
+    before = fingerprint(tmp_path)
+    assert fingerprint(tmp_path) == before  # deterministic
+    other.write_text("from refimpl import kernel\nW = 3\n")
+    assert fingerprint(tmp_path) == before  # no compiled code can see it
+    deeper.write_text("Z = 2\n")  # a constant a kernel sees through two imports
+    assert fingerprint(tmp_path) != before
 
 
 @pytest.mark.skipif(not _numba.cache_enabled(), reason="REFIMPL_NUMBA_CACHE is off")

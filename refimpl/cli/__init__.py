@@ -20,7 +20,7 @@ __all__ = ["build_parser", "main"]
 
 # Subcommand modules, in the order `refimpl --help` lists them.
 SUBCOMMANDS = (
-    "info", "demo", "simulate", "profile", "pareto", "calibrate-gpu", "bench", "grade",
+    "info", "demo", "simulate", "run", "profile", "pareto", "calibrate-gpu", "bench", "grade",
     "exercises", "practice",
 )
 

@@ -48,7 +48,7 @@ def report(args: argparse.Namespace, results: dict[str, SimulationResult]) -> No
         f" ({slo_set.spec})" if slo_set.name in SLO_SETS else "")
     print(f"workload {first.settings['workload']}: {first.settings['num_requests']} requests"
           f"{label}, "
-          f"{first.settings['model']} on {first.settings['hardware']} "
+          f"{first.settings['model']} on {first.settings.get('hardware', 'this CPU')} "
           f"({first.settings['step_model']}, {first.settings['kv_pages']} KV pages)")
     if len(results) == 1:
         print(format_run(next(iter(summaries.values())), title=first.policy))
@@ -58,7 +58,8 @@ def report(args: argparse.Namespace, results: dict[str, SimulationResult]) -> No
         if headline is not None:
             print(headline)
     for name, result in results.items():
-        print(f"  {name}: simulated in {result.wall_s:.2f} s "
+        done = "served" if result.settings.get("clock") == "measured" else "simulated"
+        print(f"  {name}: {done} in {result.wall_s:.2f} s "
               f"({len(result.requests) / max(result.wall_s, 1e-9):,.0f} requests/s)")
     runs = {name: (r.requests, r.steps) for name, r in results.items()}
     if args.json is not None:

@@ -23,9 +23,11 @@ SUITES = {
     "admission": "overload at 1x-8x capacity: goodput and SLOs of slo with/without admission, vllm",
     "robustness": "every trace format x model x SLO set x 0.25x-8x load x policy, with issue 14's "
                   "acceptance checks (--threads N: N worker processes)",
+    "fidelity": "the real engine (tiny Llama on this CPU) against the simulator at three loads, "
+                "and a drift absorbed",
 }
 # The suites whose runs serve a workload.
-WORKLOAD_SUITES = ("engine", "serving", "admission", "robustness")
+WORKLOAD_SUITES = ("engine", "serving", "admission", "robustness", "fidelity")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -36,12 +36,13 @@ class RunBridge:
 
     def __init__(self, policy: Policy, gate: Gate | None, executor: Any, plan: PlanArrays,
                  finished: np.ndarray, gate_out: np.ndarray, reasons: NameCodes,
-                 kernels: NameCodes, ints: np.ndarray,
+                 kernels: NameCodes, arrays: Any,
                  progress: Callable[[int, int], None] | None = None) -> None:
         self.policy, self.gate, self.executor = policy, gate, executor
         self.plan, self.finished, self.gate_out = plan, finished, gate_out
         self.reasons, self.kernels = reasons, kernels
-        self.status, self.progress = ints[STATUS], progress  # the request table's status row
+        self.arrays = arrays  # the run's request table, KV facade and queues (RunArrays)
+        self.status, self.progress = arrays.ints[STATUS], progress  # the table's status row
 
     def write_plan(self, plan: StepPlan) -> None:
         """Put a Python policy's plan into the plan arrays (which are empty)."""
@@ -130,3 +131,8 @@ def step_seconds(handle: int, prefill_tokens: int, prefill_pairs: int, decode_se
                  decode_context_tokens: int) -> float:
     return float(_RUNS[handle].executor.step_seconds(
         int(prefill_tokens), int(prefill_pairs), int(decode_seqs), int(decode_context_tokens)))
+
+
+def execute(handle: int) -> float:
+    run = _RUNS[handle]
+    return float(run.executor.execute(run.plan, run.arrays))

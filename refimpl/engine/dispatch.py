@@ -19,6 +19,7 @@ from numba import objmode
 from refimpl._numba import inline_kernel, kernel
 from refimpl.costmodel.step import compiled_coefficients, no_coefficients, step_s
 from refimpl.engine import bridge
+from refimpl.engine.executor import COMPILED_STEP, MEASURED
 from refimpl.kv.manager import KVState
 from refimpl.sched.plan import (
     DECODE,
@@ -49,12 +50,9 @@ from refimpl.sched.queues import WAIT_LEN, Queues
 from refimpl.sched.slo.compiled import no_slo_state, plan_slo, slo_add, slo_update
 from refimpl.sched.table import COMPUTED, GENERATED, PROMPT, REASONS
 
-__all__ = ["COMPILED_STEP", "RunArrays", "add_request", "num_waiting", "plan_once", "plan_step",
+__all__ = ["RunArrays", "add_request", "num_waiting", "plan_once", "plan_step",
            "slo_state", "step_seconds", "update"]
 
-# Executor codes: `step_s` compiled (roofline or calibrated), else PYTHON (0): the bridge. Not
-# 0 itself: that is PYTHON, and a Python step model would run on zero coefficients.
-COMPILED_STEP = 1
 TOKEN_BUDGET, MAX_NUM_SEQS = range(2)  # a baseline's entries of `params`
 
 _step_s = inline_kernel(step_s)
@@ -153,7 +151,10 @@ def num_waiting(policy_waiting, q):
 
 @inline_kernel
 def step_seconds(code, coefficients, handle, ints, entries, sizes):
-    """The step's duration on the simulated clock: `step_s`, or a Python step model."""
+    """The step's duration: predicted by `step_s` (the roofline or the calibrated model) or a
+    Python step model, or measured by an executor that runs the step."""
+    if code == MEASURED:
+        return _execute(handle)
     prefill_tokens = prefill_pairs = decode_context = 0
     for k in range(sizes[NUM_PREFILL]):
         tokens = entries[PREFILL_TOKENS, k]
@@ -171,6 +172,13 @@ def step_seconds(code, coefficients, handle, ints, entries, sizes):
 
 
 # ---- the crossings to Python (not inlined: Numba lifts `objmode` blocks out of a function) ----
+@kernel(calls_python=True)
+def _execute(handle):
+    with objmode(seconds="float64"):
+        seconds = bridge.execute(handle)
+    return seconds
+
+
 @kernel(calls_python=True)
 def _python_schedule(handle, now):
     with objmode():

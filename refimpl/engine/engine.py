@@ -22,7 +22,7 @@ from refimpl.admission.state import GateState, no_gate_state
 from refimpl.config.model import ModelConfig
 from refimpl.engine import bridge
 from refimpl.engine.dispatch import RunArrays, policy_params, slo_state
-from refimpl.engine.executor import SimulatedExecutor
+from refimpl.engine.executor import MEASURED, SimulatedExecutor
 from refimpl.engine.loop import (
     COMPILED_GATE,
     NO_GATE,
@@ -46,6 +46,7 @@ __all__ = ["Engine", "EngineRun", "loop_ready", "warm_up"]
 
 Progress = Callable[[int, int], None]  # (requests ended, requests in all)
 INITIAL_STEPS = 4096  # rows of the step records before the first doubling
+PROGRESS_EVERY, PROGRESS_EVERY_EXECUTED = 8192, 8  # steps between progress reports
 
 
 def loop_ready() -> bool:
@@ -109,11 +110,12 @@ class Engine:
         kernels = NameCodes(compiled.kernel_names if compiled is not None else ())
         reasons, kernel_counts = NameCodes(), np.zeros(bridge.MAX_KERNELS, np.int64)
         run = bridge.RunBridge(self.policy, gate, self.executor, plan, finished, gate_out,
-                               reasons, kernels, arrays.ints, progress)
+                               reasons, kernels, arrays, progress)
         with bridge.registered(run) as handle:
             config = np.array([self.policy.code, _gate_kind(gate), self.executor.code, handle,
                                self.model.max_context, time.CLOCK_MONOTONIC,
-                               _observes(self.policy), progress is not None], np.int64)
+                               _observes(self.policy), self._progress_every(progress)],
+                              np.int64)
             num_steps, step_f, step_i, error, row = serve(
                 config, policy_params(self.policy), self._tier_rates(),
                 self.executor.coefficients, arrays.ints, arrays.floats, arrays.kv,
@@ -155,10 +157,17 @@ class Engine:
             self.policy.prefill_order)
         return arrays, context
 
+    def _progress_every(self, progress: Progress | None) -> int:
+        """Steps between progress reports: each is a crossing to Python, nothing beside a
+        simulated step, little beside an executed one."""
+        if progress is None:
+            return 0
+        return PROGRESS_EVERY_EXECUTED if self.executor.code == MEASURED else PROGRESS_EVERY
+
     def _tier_rates(self) -> np.ndarray:
         """[bytes of a KV page, bytes/s between the device and the CPU tier] (no cost to move
         pages without hardware)."""
-        if self.hardware is None:
+        if self.hardware is None or self.executor.code == MEASURED:  # (a real copy is timed)
             return np.array([0.0, 1.0])
         page_bytes = self.model.kv_bytes_per_token() * self.pool.page_size
         return np.array([float(page_bytes), self.hardware.host_bandwidth_bytes_s])

@@ -9,10 +9,15 @@ through the bridge.
 from __future__ import annotations
 
 from refimpl.costmodel.step import StepTimeModel, compiled_coefficients, no_coefficients
-from refimpl.engine.dispatch import COMPILED_STEP
-from refimpl.sched.policy import PYTHON
 
-__all__ = ["SimulatedExecutor"]
+__all__ = ["BRIDGED", "COMPILED_STEP", "MEASURED", "NO_COEFFICIENTS", "SimulatedExecutor"]
+
+# The loop's executor codes: a step formula computed in the loop (`step_s`: the roofline or
+# the calibrated model), any other step model called through the bridge, or a step actually
+# executed (and timed) by a Python executor.
+COMPILED_STEP, BRIDGED, MEASURED = range(3)
+
+NO_COEFFICIENTS = no_coefficients()
 
 
 class SimulatedExecutor:
@@ -21,8 +26,8 @@ class SimulatedExecutor:
     def __init__(self, step_model: StepTimeModel) -> None:
         self.step_model = step_model
         coefficients = compiled_coefficients(step_model)
-        self.code = COMPILED_STEP if coefficients is not None else PYTHON
-        self.coefficients = coefficients if coefficients is not None else no_coefficients()
+        self.code = COMPILED_STEP if coefficients is not None else BRIDGED
+        self.coefficients = coefficients if coefficients is not None else NO_COEFFICIENTS
 
     def step_seconds(self, prefill_tokens: int, prefill_pairs: int, decode_seqs: int,
                      decode_context_tokens: int) -> float:

@@ -51,12 +51,11 @@ __all__ = ["CONFIG_FIELDS", "STEP_FLOAT_FIELDS", "STEP_INT_FIELDS", "serve"]
 
 # Entries of `config`: the policy's code, the gate's kind, the executor's code, the
 # run's bridge handle, the model's context length, the clock id, whether a Python policy wants
-# to hear of every committed step, whether to report progress.
+# to hear of every committed step, the steps between progress reports (0: none).
 CONFIG_FIELDS = ("policy", "gate", "executor", "handle", "max_context", "clock_id", "observes",
                  "progress")
 (POLICY, GATE, EXECUTOR, HANDLE, MAX_CONTEXT, CLOCK_ID, OBSERVES,
  PROGRESS) = range(len(CONFIG_FIELDS))
-PROGRESS_EVERY = 8192  # steps between progress reports (a crossing to Python each)
 ACCEPT, QUEUE, DEGRADE, REJECT = range(4)  # bridge.ACTION_CODES
 NO_GATE, PYTHON_GATE, COMPILED_GATE = range(3)  # entries of config[GATE]
 # Columns of the two step-record arrays, in `StepRecords` field names.
@@ -136,7 +135,7 @@ def serve(config, params, rates, coefficients, ints, floats, kv, q, slo, gs, pla
                 decision_s, d.num_waiting(policy_waiting, q) + gate_queued)
         now += duration_s
         num_steps += 1
-        if config[PROGRESS] and num_steps % PROGRESS_EVERY == 0:
+        if config[PROGRESS] > 0 and num_steps % config[PROGRESS] == 0:
             _progress(handle)
     return num_steps, step_f, step_i, 0, -1
 

@@ -110,6 +110,13 @@ class KVStorage:
         self.k[layer, page_of, offset] = k_rows
         self.v[layer, page_of, offset] = v_rows
 
+    def write_slots(self, layer: int, pages: np.ndarray, offsets: np.ndarray,
+                    k_rows: np.ndarray, v_rows: np.ndarray) -> None:
+        """Store rows (n, Hkv, d) of float requests at slots (pages[i], offsets[i]) of `layer`:
+        a whole engine step's rows in one scatter instead of a `write` per request."""
+        self.k[layer, pages, offsets] = k_rows
+        self.v[layer, pages, offsets] = v_rows
+
     def _write_quantized(self, request_id, table, length, layer, start, k_rows, v_rows) -> None:
         # An 8-bit page shares one scale per head, so a write re-quantizes each touched page.
         k_all, v_all = self.read(request_id, table, length, layer)

@@ -109,8 +109,7 @@ def test_duplicate_ids_are_refused_and_requests_can_be_served_again():
 def test_the_gpu_presets_run_the_calibrated_clock_compiled_and_the_roofline_by_name():
     from refimpl import HardwareSpec, ModelConfig
     from refimpl.costmodel import CalibratedStepModel
-    from refimpl.engine.dispatch import COMPILED_STEP
-    from refimpl.engine.executor import SimulatedExecutor
+    from refimpl.engine.executor import COMPILED_STEP, SimulatedExecutor
 
     workload = synthetic("azure-conv-like", num_requests=200, rate=8.0, seed=3)
     calibrated = simulate(workload, "vllm", model="llama-2-7b", hardware="a100-80gb")
