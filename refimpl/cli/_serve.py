@@ -37,7 +37,8 @@ def simulate_policies(args: argparse.Namespace, policies: list[str]) -> dict[str
         print(f"{warm_up():.1f} s", file=sys.stderr)
     return {
         name: simulate(workload, name, model=args.model, hardware=args.hardware,
-                       seed=args.seed, progress=ProgressBar(f"{name:<14}") if show else None,
+                       step_model=args.step_model, seed=args.seed,
+                       progress=ProgressBar(f"{name:<14}") if show else None,
                        admission=getattr(args, "admission", None))  # `demo`: the default
         for name in policies
     }

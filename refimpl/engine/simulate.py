@@ -3,8 +3,11 @@
 The researcher's entry point: a workload (synthetic name, trace path or `Workload`), a policy
 (name, class or instance), a model and hardware preset; back come per-request and per-step
 records and their summary. The KV pool gets the memory left after the weights, at vLLM's
-default `gpu_memory_utilization` of 0.9, in pages of 16 tokens. Admission control
-(refimpl.admission) is on by default for `slo` and off for the baselines; any can have it.
+default `gpu_memory_utilization` of 0.9 of every tensor-parallel GPU (weights split over
+them), in pages of 16 tokens. The clock is `step_model`: a model, or a name
+(refimpl.costmodel.choose: `auto`, the calibrated model on the GPU presets; `roofline`).
+Admission control (refimpl.admission) is on by default for `slo` and off for the baselines;
+any can have it.
 """
 
 from __future__ import annotations
@@ -66,7 +69,7 @@ def kv_pool_for(model: ModelConfig, hardware: HardwareSpec, page_size: int = PAG
     """A page pool filling the device memory the weights leave free, with a CPU tier."""
     page_size = check_count("page_size", page_size, 1)
     weight_bytes = model.num_parameters() * dtype_bytes(model.weight_dtype, "weight_dtype")
-    budget = int(hardware.memory_bytes * memory_utilization) - weight_bytes
+    budget = int(hardware.memory_bytes * hardware.num_gpus * memory_utilization) - weight_bytes
     if budget <= 0:
         raise CapacityError("model", model.name, f"its {weight_bytes / 2**30:.1f} GiB of "
                             f"weights leave no KV memory on {hardware.name}")
@@ -114,7 +117,7 @@ def simulate(
     num_requests: int | None = None,
     rate: float | None = None,
     seed: int = 0,
-    step_model: StepTimeModel | None = None,
+    step_model: StepTimeModel | str = "auto",
     page_size: int = PAGE_SIZE,
     policy_params: dict | None = None,
     progress: Progress | None = None,
@@ -143,7 +146,8 @@ def simulate(
         workload = make_workload(workload, num_requests=num_requests, rate=rate, seed=seed)
     policy = make_policy(policy, **(policy_params or {}))
     unbound = copy.deepcopy(policy) if audit else None  # the replay's, before any run binds it
-    step_model = step_model or step_time_model(model, hardware)
+    if isinstance(step_model, str):
+        step_model = step_time_model(model, hardware, kind=step_model)
     pool = kv_pool_for(model, hardware, page_size)
     executor = SimulatedExecutor(step_model)
     if admission is None:
