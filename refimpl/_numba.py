@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import pickle
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -145,8 +146,26 @@ class _CacheImpl(caching.CompileResultCacheImpl):
         _fingerprinted(c) for c in caching.CompileResultCacheImpl._locator_classes]
 
 
+class _TolerantIndex(caching.IndexDataCacheFile):
+    """An index that reads as empty (a cache miss: the kernel recompiles) when it cannot be
+    unpickled: Numba reads the pickled signatures before it compares source stamps, so an
+    index written by older sources that named a class since renamed would raise instead."""
+
+    def _load_index(self):
+        try:
+            return super()._load_index()
+        except (AttributeError, ImportError, EOFError, pickle.UnpicklingError):
+            return {}
+
+
 class _FunctionCache(caching.FunctionCache):
     _impl_class = _CacheImpl
+
+    def __init__(self, py_func) -> None:
+        super().__init__(py_func)
+        self._cache_file = _TolerantIndex(
+            cache_path=self._cache_path, filename_base=self._impl.filename_base,
+            source_stamp=self._impl.locator.get_source_stamp())
 
 
 def _cached(dispatcher):

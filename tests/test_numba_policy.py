@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 import subprocess
 import sys
 
@@ -130,3 +131,48 @@ def test_cached_kernels_are_stamped_with_the_fingerprint_of_refimpls_sources():
                        _tile.new_scratch):
         stamp = dispatcher._cache._impl.locator.get_source_stamp()
         assert stamp[1] == _numba.sources_fingerprint()
+
+
+_GONE_MODULE = '''
+from refimpl._numba import kernel
+
+class Gone:
+    pass
+
+@kernel
+def double(x):
+    return 2 * x
+'''
+
+_INDEX_RUN = '''
+import sys
+sys.path.insert(0, sys.argv[1])
+import gonemod
+print(gonemod.double(21))
+'''
+
+
+def test_an_index_naming_a_class_that_no_longer_exists_is_a_cache_miss(tmp_path):
+    (tmp_path / "gonemod.py").write_text(_GONE_MODULE)
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "REFIMPL_NUMBA_CACHE": "1"}
+    run = [sys.executable, "-c", _INDEX_RUN, str(tmp_path)]
+    assert subprocess.run(run, env=env, check=True, capture_output=True,
+                          text=True).stdout.split() == ["42"]
+    (index,) = (tmp_path / "cache").rglob("*.nbi")
+    with index.open("rb") as f:  # Numba's layout: its version, then (stamp, overloads)
+        version = pickle.load(f)
+        stamp, _ = pickle.loads(f.read())
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import gonemod
+
+        with index.open("wb") as f:
+            pickle.dump(version, f)
+            f.write(pickle.dumps((stamp, {gonemod.Gone(): "x"})))
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("gonemod", None)
+    (tmp_path / "gonemod.py").write_text(_GONE_MODULE.replace("class Gone:\n    pass\n", ""))
+    done = subprocess.run(run, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr  # recompiled, not AttributeError
+    assert done.stdout.split() == ["42"]
