@@ -63,7 +63,7 @@ from refimpl.sched.table import (
 
 __all__ = ["PAGES_SHORT", "TIER_REFUSED", "commit_tokens", "end_request", "prepare"]
 
-PAGES_SHORT, TIER_REFUSED = 5, 6  # `prepare`'s errors (refimpl.engine.loop.PLAN_ERRORS)
+PAGES_SHORT, TIER_REFUSED = 5, 6  # `prepare`'s errors (refimpl.engine.contract.PLAN_ERRORS)
 
 
 @kernel

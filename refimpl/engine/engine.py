@@ -23,12 +23,12 @@ from refimpl.config.model import ModelConfig
 from refimpl.engine import bridge
 from refimpl.engine.dispatch import RunArrays, policy_params, slo_state
 from refimpl.engine.executor import MEASURED, SimulatedExecutor
+from refimpl.engine.contract import PLAN_ERRORS
 from refimpl.engine.loop import (
     COMPILED_GATE,
     MAX_IDLE_STEPS,
     NO_GATE,
     NO_PROGRESS,
-    PLAN_ERRORS,
     PYTHON_GATE,
     STEP_FLOAT_FIELDS,
     STEP_INT_FIELDS,

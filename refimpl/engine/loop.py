@@ -29,17 +29,16 @@ from refimpl.engine import bridge
 from refimpl.engine import dispatch as d
 from refimpl.engine.clock import monotonic_ns
 from refimpl.engine.commit import commit_tokens, end_request, prepare
+from refimpl.engine.contract import PLAN_ERRORS, check_plan
 from refimpl.kv import manager as kvm
 from refimpl.sched import plan as p
 from refimpl.sched.policy import PYTHON, SLO
 from refimpl.sched.queues import push_waiting, update
 from refimpl.sched.table import (
     ARRIVAL,
-    COMPUTED,
     EXCEEDS_CONTEXT,
     EXCEEDS_KV_CAPACITY,
     FINISHED,
-    GENERATED,
     MAX_NEW,
     OUTPUT_CAP,
     PROMPT,
@@ -63,14 +62,7 @@ NO_GATE, PYTHON_GATE, COMPILED_GATE = range(3)  # entries of config[GATE]
 STEP_FLOAT_FIELDS = ("start_s", "duration_s", "decision_s")
 STEP_INT_FIELDS = ("num_decode", "num_prefill_tokens", "num_prefill_chunks", "kv_used_pages",
                    "num_waiting")
-# `serve`'s error codes for a plan that breaks the contract (the wrapper names them).
-PLAN_ERRORS = ("", "names no request of the run", "names a request that has ended",
-               "names a request twice", "computes no tokens, or more than the request has "
-               "left", "needs more KV pages than are free", "moves a request between tiers "
-               "that the pool refused (not resident, shared pages, or no room)",
-               "made no progress: it computed no token and ended no request in MAX_IDLE_STEPS "
-               "steps in a row (the run would never end)")
-NO_PROGRESS = len(PLAN_ERRORS) - 1
+NO_PROGRESS = len(PLAN_ERRORS) - 1  # the loop's own error: no progress
 MAX_IDLE_STEPS = 1024  # steps in a row without progress before the loop refuses to go on
 # Entries of `rates`: bytes of one KV page, and the bandwidth between the device and the CPU
 # tier (bytes/s) that moving pages costs.
@@ -88,7 +80,7 @@ def serve(config, params, rates, coefficients, ints, floats, kv, q, slo, gs, pla
     now, next_arrival, num_steps, gate_queued, policy_waiting = 0.0, 0, 0, 0, -1
     idle_steps = 0  # steps in a row that computed no token and ended no request
     ones = np.ones(num_requests, np.int64)  # a decode's token count, for the KV growth
-    scratch = np.zeros(num_requests, np.int64)  # `_check_plan`'s marks
+    scratch = np.zeros(num_requests, np.int64)  # `check_plan`'s marks
     while True:
         started_ns = monotonic_ns(config[CLOCK_ID])
         while next_arrival < num_requests and floats[ARRIVAL, next_arrival] <= now:
@@ -105,7 +97,7 @@ def serve(config, params, rates, coefficients, ints, floats, kv, q, slo, gs, pla
                         sizes, now)
         decision_s = (monotonic_ns(config[CLOCK_ID]) - started_ns) / 1e9
         if code == PYTHON:
-            error, row = _check_plan(ints, entries, sizes, scratch, num_steps + 1)
+            error, row = check_plan(ints, entries, sizes, scratch, num_steps + 1)
             if error != 0:
                 return num_steps, step_f, step_i, error, row
         if p.is_empty(sizes):
@@ -233,51 +225,6 @@ def _accept(config, ints, floats, q, slo, i, now):
     """Request `i` joins the waiting queue, and its policy is told."""
     push_waiting(q, i, False)
     d.add_request(config[POLICY], config[HANDLE], slo, ints, floats, i, now)
-
-
-@kernel
-def _check_plan(ints, entries, sizes, kind, epoch):
-    """(error code, request) of a plan that breaks the contract; (0, -1) for a sound one.
-    Whether its pages fit is checked by the commit, once the plan's KV actions are done.
-
-    `kind[i] - 4 * epoch` says what the plan does with request `i` (1 preempts it, 2 ends
-    it, 3 computes it; anything else: nothing yet), so the scratch is never cleared.
-    """
-    n = ints.shape[1]
-    base = 4 * epoch
-    for row, count in ((p.RESTORE, p.NUM_RESTORE), (p.QUANTIZE, p.NUM_QUANTIZE),
-                       (p.SPILL, p.NUM_SPILL)):
-        for k in range(sizes[count]):
-            i = entries[row, k]
-            if i < 0 or i >= n:
-                return 1, i
-            if ints[STATUS, i] >= FINISHED:
-                return 2, i
-    for k in range(sizes[p.NUM_PREEMPT] + sizes[p.NUM_FINISH]):
-        if k < sizes[p.NUM_PREEMPT]:
-            i, mark = entries[p.PREEMPT, k], 1
-        else:
-            i, mark = entries[p.FINISH, k - sizes[p.NUM_PREEMPT]], 2
-        if i < 0 or i >= n:
-            return 1, i
-        if ints[STATUS, i] >= FINISHED:
-            return 2, i
-        if kind[i] > base:
-            return 3, i
-        kind[i] = base + mark
-    for k in range(sizes[p.NUM_DECODE] + sizes[p.NUM_PREFILL]):
-        i, tokens = p.entry(entries, sizes, k)
-        if i < 0 or i >= n:
-            return 1, i
-        if ints[STATUS, i] >= FINISHED:
-            return 2, i
-        if kind[i] >= base + 2:
-            return 3, i
-        computed = 0 if kind[i] == base + 1 else ints[COMPUTED, i]  # preempted: all again
-        if tokens < 1 or tokens > ints[PROMPT, i] + ints[GENERATED, i] - computed:
-            return 4, i
-        kind[i] = base + 3
-    return 0, -1
 
 
 @kernel
