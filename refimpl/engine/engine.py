@@ -21,9 +21,9 @@ from refimpl.admission.gate import Gate
 from refimpl.admission.state import GateState, no_gate_state
 from refimpl.config.model import ModelConfig
 from refimpl.engine import bridge
+from refimpl.engine.contract import PLAN_ERRORS
 from refimpl.engine.dispatch import RunArrays, policy_params, slo_state
 from refimpl.engine.executor import MEASURED, SimulatedExecutor
-from refimpl.engine.contract import PLAN_ERRORS
 from refimpl.engine.loop import (
     COMPILED_GATE,
     MAX_IDLE_STEPS,
