@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from refimpl.config.probe import detect_caches
 from refimpl.kernels import chunk_attention, decode_attention
 from refimpl.kv.storage import KVStorage
 from refimpl.model.plan import SeqSlice, StepPlan, plan_step
@@ -29,7 +30,10 @@ class LlamaModel:
     def __init__(self, weights: LlamaWeights, *, sram_budget_bytes: int | None = None) -> None:
         self.weights = weights
         self.config = weights.config
-        self.sram_budget_bytes = sram_budget_bytes
+        # The kernels' default budget is the `cpu-local` preset's SRAM, this machine's L2 per
+        # core; reading it from the OS here skips that preset's bandwidth probe (seconds).
+        self.sram_budget_bytes = (detect_caches().l2_bytes if sram_budget_bytes is None
+                                  else sram_budget_bytes)
         c = self.config
         angles = rope_angles(np.arange(c.max_context), c.head_dim, c.rope_theta)
         self._cos = np.cos(angles).astype(np.float32)  # (max_context, d/2)
