@@ -172,7 +172,9 @@ class LlamaWeights:
         arrays = {name: _encode(x, dtype) for name, x in self.hf_tensors().items()}
         specs = {name: TensorSpec(dtype=dtype, shape=x.shape, data_ptr=x.ctypes.data,
                                   data_len=x.nbytes) for name, x in arrays.items()}
-        serialize_file(specs, str(folder / "model.safetensors"))  # `arrays` keeps data alive
+        # transformers refuses a file whose metadata does not name a framework it knows.
+        serialize_file(specs, str(folder / "model.safetensors"), metadata={"format": "pt"})
+        del arrays  # kept alive until here: the specs point into its buffers
 
 
 def _shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
