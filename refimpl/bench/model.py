@@ -72,14 +72,15 @@ def _time_baseline(weights: LlamaWeights, prompt_tokens: int, new_tokens: int,
 
 
 def run(*, quick: bool = False, num_threads: int | None = None, json_path: Path | None = None,
-        presets: Sequence[str] = PRESETS) -> dict:
-    """Measure, print and optionally write the figures, with 1 and 2 threads unless told."""
+        presets: Sequence[str | LlamaConfig] = PRESETS) -> dict:
+    """Measure, print and optionally write the figures, with 1 and 2 threads unless told;
+    `presets` are preset names or shapes of one's own."""
     thread_counts = (1, 2) if num_threads is None else (num_threads,)
     decode_steps = 4 if quick else 8
     report: dict = {"page_size": PAGE_SIZE, "torch_baseline": "not installed: not measured",
                     "models": {}}
-    for name in presets:
-        config = LlamaConfig.preset(name)
+    for preset in presets:
+        config = LlamaConfig.preset(preset) if isinstance(preset, str) else preset
         weights = LlamaWeights.random(config, seed=0)
         model = LlamaModel(weights)
         prompt_tokens = _prompt_tokens(config, quick)
@@ -94,7 +95,7 @@ def run(*, quick: bool = False, num_threads: int | None = None, json_path: Path 
                              for b in BATCHES},
                     "no_cache_numpy": _time_baseline(weights, prompt_tokens, 2 if quick else 3,
                                                      rng)}
-        report["models"][name] = figures
+        report["models"][config.name] = figures
     return publish(report, print_report, json_path)
 
 
