@@ -64,7 +64,9 @@ class LlamaModel:
             x = x + attended.reshape(-1, c.q_size) @ layer.wo
             gate_up = self._rms_norm(x, layer.post_norm) @ layer.w_gate_up  # (N, 2I)
             gate, up = gate_up[:, : c.intermediate_size], gate_up[:, c.intermediate_size :]
-            x = x + (gate / (1.0 + np.exp(-gate)) * up) @ layer.w_down  # SiLU(gate) * up
+            # SiLU(gate) * up, with sigmoid(g) = (1 + tanh(g / 2)) / 2: no exp to overflow.
+            silu = gate * (0.5 + 0.5 * np.tanh(0.5 * gate))
+            x = x + (silu * up) @ layer.w_down
         last = self._rms_norm(x[plan.logit_rows], w.final_norm)  # (M, h)
         return last @ w.lm_head  # (M, V)
 

@@ -119,3 +119,19 @@ def test_a_request_twice_in_a_step_or_storage_of_another_model_is_refused(model)
     other = KVStorage(3, 8, 4, SMALL.num_kv_heads, SMALL.head_dim)
     with pytest.raises(ModelInputError, match=r"storage\.num_layers"):
         model.step(other, [_seq()])
+
+
+def test_huge_gate_activations_stay_finite_without_overflow_warnings(weights, prompt):
+    import dataclasses
+    import warnings
+
+    layers = tuple(dataclasses.replace(layer, w_gate_up=layer.w_gate_up * np.float32(500))
+                   for layer in weights.layers)  # gate values far below -88: exp overflows
+    loud = dataclasses.replace(weights, layers=layers)
+    model = LlamaModel(loud)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        logits = prefill(model, model.storage_for(10, 4), 0, prompt, np.arange(10))
+        expected = reference_logits(loud, prompt)[-1]
+    assert np.isfinite(logits).all()
+    assert relative_error(logits, expected) < REL_TOL
