@@ -14,7 +14,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from refimpl.config.probe import detect_caches
 from refimpl.kernels import chunk_attention, decode_attention
 from refimpl.kv.storage import KVStorage
 from refimpl.model.plan import SeqSlice, StepPlan, plan_step
@@ -30,10 +29,7 @@ class LlamaModel:
     def __init__(self, weights: LlamaWeights, *, sram_budget_bytes: int | None = None) -> None:
         self.weights = weights
         self.config = weights.config
-        # The kernels' default budget is the `cpu-local` preset's SRAM, this machine's L2 per
-        # core; reading it from the OS here skips that preset's bandwidth probe (seconds).
-        self.sram_budget_bytes = (detect_caches().l2_bytes if sram_budget_bytes is None
-                                  else sram_budget_bytes)
+        self.sram_budget_bytes = sram_budget_bytes  # None: the kernels' default_sram_budget()
         c = self.config
         angles = rope_angles(np.arange(c.max_context), c.head_dim, c.rope_theta)
         self._cos = np.cos(angles).astype(np.float32)  # (max_context, d/2)
@@ -64,8 +60,8 @@ class LlamaModel:
             x = x + attended.reshape(-1, c.q_size) @ layer.wo
             gate_up = self._rms_norm(x, layer.post_norm) @ layer.w_gate_up  # (N, 2I)
             gate, up = gate_up[:, : c.intermediate_size], gate_up[:, c.intermediate_size :]
-            # SiLU(gate) * up, with sigmoid(g) = (1 + tanh(g / 2)) / 2: no exp to overflow.
-            silu = gate * (0.5 + 0.5 * np.tanh(0.5 * gate))
+            with np.errstate(over="ignore"):  # exp(-g) = inf for g < -88: SiLU is -0 there
+                silu = gate / (1.0 + np.exp(-gate))
             x = x + (silu * up) @ layer.w_down
         last = self._rms_norm(x[plan.logit_rows], w.final_norm)  # (M, h)
         return last @ w.lm_head  # (M, V)
