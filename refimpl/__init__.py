@@ -8,6 +8,9 @@ Importing refimpl is cheap: configs and errors load at once, everything that nee
     result = refimpl.simulate("azure-conv-like", "sarathi", model="llama-3-8b",
                               hardware="h100-sxm", num_requests=500)
     result.summary()["ttft_p95_s"]
+    real = refimpl.run("azure-conv-like", "vllm", model="tiny", num_requests=50,
+                       compare_sim=True)   # a real Llama model on this CPU
+    real.fidelity["latency"]["ttft_p95_s"]
 """
 
 from __future__ import annotations
@@ -22,6 +25,11 @@ from refimpl.errors import RefimplError
 _LAZY = {
     "simulate": "refimpl.engine",
     "SimulationResult": "refimpl.engine",
+    "run": "refimpl.engine",
+    "RunResult": "refimpl.engine",
+    "LlamaConfig": "refimpl.model",
+    "LlamaModel": "refimpl.model",
+    "LlamaWeights": "refimpl.model",
     "Request": "refimpl.sched",
     "StepPlan": "refimpl.sched",
     "Policy": "refimpl.sched",

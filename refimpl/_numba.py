@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import pickle
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -87,12 +88,50 @@ def _options(fast_float: bool, calls_python: bool = False) -> dict[str, Any]:
 
 @functools.cache
 def sources_fingerprint(root: Path = _PACKAGE_ROOT) -> str:
-    """SHA-256 of the contents of every `.py` file under `root` (refimpl's own sources)."""
+    """SHA-256 of every source file compiled code can see: each file that defines kernels
+    (imports `refimpl._numba`) and every refimpl module it imports, transitively."""
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
+    for path in sorted(_compiled_sources(root)):
         digest.update(str(path.relative_to(root)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def _compiled_sources(root: Path) -> set[Path]:
+    """The files of `sources_fingerprint`: an edit elsewhere (the CLI, a Python policy, the
+    docs' examples) changes no machine code, so it recompiles nothing."""
+    imports = {path: _refimpl_imports(root, path) for path in root.rglob("*.py")}
+    numba_file = root / "_numba.py"
+    todo = [path for path, names in imports.items() if numba_file in names]
+    seen = set(todo)
+    while todo:
+        for found in imports.get(todo.pop(), ()):
+            if found not in seen:
+                seen.add(found)
+                todo.append(found)
+    return seen
+
+
+def _refimpl_imports(root: Path, path: Path) -> set[Path]:
+    """The files of the `refimpl.*` modules (and their packages) that `path` imports."""
+    import ast
+
+    names = []
+    for node in ast.walk(ast.parse(path.read_bytes())):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names += [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+    files = set()
+    for name in names:
+        parts = name.split(".")
+        if parts[0] != "refimpl":
+            continue
+        for k in range(1, len(parts) + 1):  # the package's __init__ files run too
+            base = root.joinpath(*parts[1:k])
+            files.update(f for f in (base / "__init__.py", base.with_suffix(".py"))
+                         if f.is_file())
+    return files
 
 
 def _fingerprinted(locator: type) -> type:
@@ -107,8 +146,26 @@ class _CacheImpl(caching.CompileResultCacheImpl):
         _fingerprinted(c) for c in caching.CompileResultCacheImpl._locator_classes]
 
 
+class _TolerantIndex(caching.IndexDataCacheFile):
+    """An index that reads as empty (a cache miss: the kernel recompiles) when it cannot be
+    unpickled: Numba reads the pickled signatures before it compares source stamps, so an
+    index written by older sources that named a class since renamed would raise instead."""
+
+    def _load_index(self):
+        try:
+            return super()._load_index()
+        except (AttributeError, ImportError, EOFError, pickle.UnpicklingError):
+            return {}
+
+
 class _FunctionCache(caching.FunctionCache):
     _impl_class = _CacheImpl
+
+    def __init__(self, py_func) -> None:
+        super().__init__(py_func)
+        self._cache_file = _TolerantIndex(
+            cache_path=self._cache_path, filename_base=self._impl.filename_base,
+            source_stamp=self._impl.locator.get_source_stamp())
 
 
 def _cached(dispatcher):

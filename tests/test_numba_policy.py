@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 import subprocess
 import sys
 
@@ -101,15 +102,25 @@ def test_serial_and_parallel_builds_stay_apart_in_the_on_disk_cache(tmp_path):
         "threadmod.thread_ids", "threadmod.thread_ids_parallel"]
 
 
-def test_the_sources_fingerprint_follows_any_file_of_the_tree(tmp_path):
+def test_the_sources_fingerprint_follows_what_kernels_import_and_nothing_else(tmp_path):
     (tmp_path / "pkg").mkdir()
+    (tmp_path / "_numba.py").write_text("")
     helper = tmp_path / "pkg" / "helper.py"
     helper.write_text("X = 1\n")
-    (tmp_path / "kernel.py").write_text("Y = 2\n")
-    before = _numba.sources_fingerprint.__wrapped__(tmp_path)
-    assert _numba.sources_fingerprint.__wrapped__(tmp_path) == before  # deterministic
-    helper.write_text("X = 2\n")  # an edit to a file the kernel's own file does not show
-    assert _numba.sources_fingerprint.__wrapped__(tmp_path) != before
+    deeper = tmp_path / "pkg" / "deeper.py"
+    deeper.write_text("Z = 1\n")
+    helper.write_text("from refimpl.pkg.deeper import Z\nX = Z\n")
+    (tmp_path / "kernel.py").write_text("from refimpl._numba import kernel\n"
+                                        "from refimpl.pkg import helper\n")
+    other = tmp_path / "cli.py"
+    other.write_text("from refimpl import kernel\n")  # imports kernels, is not imported
+    fingerprint = _numba.sources_fingerprint.__wrapped__
+    before = fingerprint(tmp_path)
+    assert fingerprint(tmp_path) == before  # deterministic
+    other.write_text("from refimpl import kernel\nW = 3\n")
+    assert fingerprint(tmp_path) == before  # no compiled code can see it
+    deeper.write_text("Z = 2\n")  # a constant a kernel sees through two imports
+    assert fingerprint(tmp_path) != before
 
 
 @pytest.mark.skipif(not _numba.cache_enabled(), reason="REFIMPL_NUMBA_CACHE is off")
@@ -120,3 +131,50 @@ def test_cached_kernels_are_stamped_with_the_fingerprint_of_refimpls_sources():
                        _tile.new_scratch):
         stamp = dispatcher._cache._impl.locator.get_source_stamp()
         assert stamp[1] == _numba.sources_fingerprint()
+
+
+_GONE_MODULE = '''
+from refimpl._numba import kernel
+
+class Gone:
+    pass
+
+@kernel
+def double(x):
+    return 2 * x
+'''
+
+_INDEX_RUN = '''
+import sys
+sys.path.insert(0, sys.argv[1])
+import gonemod
+print(gonemod.double(21))
+'''
+
+
+def test_an_index_naming_a_class_that_no_longer_exists_is_a_cache_miss(tmp_path):
+    (tmp_path / "gonemod.py").write_text(_GONE_MODULE)
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "REFIMPL_NUMBA_CACHE": "1"}
+    run = [sys.executable, "-c", _INDEX_RUN, str(tmp_path)]
+    assert subprocess.run(run, env=env, check=True, capture_output=True,
+                          text=True).stdout.split() == ["42"]
+    (index,) = (tmp_path / "cache").rglob("*.nbi")
+    with index.open("rb") as f:  # Numba's layout: its version, then (stamp, overloads)
+        version = pickle.load(f)
+        stamp, _ = pickle.loads(f.read())
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import gonemod
+
+        with index.open("wb") as f:
+            pickle.dump(version, f)
+            f.write(pickle.dumps((stamp, {gonemod.Gone(): "x"})))
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("gonemod", None)
+    # (the kernel keeps its line: Numba names the index after it)
+    (tmp_path / "gonemod.py").write_text(_GONE_MODULE.replace("class Gone:\n    pass\n",
+                                                              "# Gone was here\n#\n"))
+    done = subprocess.run(run, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr  # recompiled, not AttributeError
+    assert done.stdout.split() == ["42"]

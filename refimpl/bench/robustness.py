@@ -8,8 +8,8 @@ The matrix, every cell served on the simulated clock:
   CV 2); a file that is absent is listed as such and its rows skipped. Prompts are clipped to
   the model's context (`clip_to_context`, the count reported), so that a cell measures
   scheduling rather than how many prompts a context limit refuses;
-- models: `llama-3-8b` (8k context) and `llama-3.1-8b` (128k) on `h100-sxm`; `llama-2-70b`
-  waits for a tensor-parallel multi-GPU preset and is listed as not yet available;
+- models: `llama-3-8b` (8k context) and `llama-3.1-8b` (128k) on `h100-sxm`, and
+  `llama-2-70b` on four of them with tensor parallelism (`h100-sxm-x4`);
 - SLO sets: one class (`default`, 2 s / 100 ms), an interactive/batch mix (`chat-batch`) and
   MLPerf's Llama-3.1-8B pair (`mlperf-llama3.1-8b-mix`: interactive 500 / 30 ms beside server
   2,000 / 100 ms; the server preset alone has `default`'s targets, so it would repeat that row);
@@ -70,8 +70,8 @@ __all__ = ["check", "run"]
 WORKLOADS = ("conv", "code", "mooncake", "sharegpt-poisson", "sharegpt-bursty")
 MOONCAKE = "mooncake_synthetic_trace.jsonl"
 SHAREGPT = "sharegpt_8k_filtered_stats_llama2_tokenizer.csv"
-MODELS, HARDWARE = ("llama-3-8b", "llama-3.1-8b"), "h100-sxm"
-NOT_YET = {"llama-2-70b": "no tensor-parallel multi-GPU preset yet (70B fits no one-GPU preset)"}
+HARDWARE = {"llama-3-8b": "h100-sxm", "llama-3.1-8b": "h100-sxm", "llama-2-70b": "h100-sxm-x4"}
+MODELS = tuple(HARDWARE)
 SLO_SETS = {"default": one_class("default"), "chat-batch": slo_set("chat-batch"),
             "mlperf-llama3.1-8b-mix": slo_set("mlperf-llama3.1-8b-mix")}
 LOADS = (0.25, 0.5, 1, 2, 4, 8)  # multiples of the best baseline's capacity
@@ -124,8 +124,8 @@ def _classed(key: tuple) -> Workload:
 
 def serve(key: tuple, policy: str, admission: bool, rate: float) -> dict:
     """One cell's figures: `key`'s workload at `rate` req/s (gated runs are audited)."""
-    s = simulate(scale_to_rate(_classed(key), rate), policy, model=key[1], hardware=HARDWARE,
-                 admission=admission, audit=admission).summary()
+    s = simulate(scale_to_rate(_classed(key), rate), policy, model=key[1],
+                 hardware=HARDWARE[key[1]], admission=admission, audit=admission).summary()
     figures = {name: s[name] for name in (
         "slo_attainment", "goodput_req_s", "num_requests", "num_finished", "num_rejected",
         "rejected_by_reason")}
@@ -238,11 +238,12 @@ def run(*, quick: bool = False, num_threads: int | None = None, json_path: Path 
             group["cells"] = {name: {load: job.result() for load, job in by_load.items()}
                               for name, by_load in group["cells"].items()}
             group["failures"] = check(group)
-    report = {"suite": "robustness", "hardware": HARDWARE, "num_requests": num_requests,
+    report = {"suite": "robustness", "hardware": {m: HARDWARE[m] for m in models},
+              "num_requests": num_requests,
               "target": TARGET, "loads": [_label(load) for load in loads],
               "runs": {name: {"policy": p, "admission": a} for name, (p, a) in runs().items()},
               "slo_sets": {name: s.describe() for name, s in sets.items()},
-              "models": list(models), "models_not_available": NOT_YET,
+              "models": list(models),
               "workloads_not_available": unavailable, "groups": groups,
               "checks": _tally(groups), "workers": workers,
               "wall_s": time.perf_counter() - started, "compile_s": compile_s}
@@ -264,7 +265,8 @@ def _tally(groups: list[dict]) -> dict:
 
 def print_report(report: dict) -> None:
     """A table per (workload, model, SLO set), then the checks and every failing cell."""
-    print(f"robustness: {report['num_requests']} requests per cell on {report['hardware']}; "
+    hardware = ", ".join(f"{m} on {hw}" for m, hw in report["hardware"].items())
+    print(f"robustness: {report['num_requests']} requests per cell, {hardware}; "
           f"loads are multiples of the best baseline's capacity (highest rate with >= "
           f"{report['target']:.0%} meeting both SLOs)")
     loads = report["loads"]
@@ -312,7 +314,5 @@ def print_report(report: dict) -> None:
         for (test, load, run), text in figures.items():
             print(f"  FAIL ({test}) {g['workload']}/{g['model']}/{g['slo_set']} {load} {run}: "
                   + "; ".join(text))
-    for name, why in report["models_not_available"].items():
-        print(f"  not yet available: {name} ({why})")
     for name in report["workloads_not_available"]:
         print(f"  not available: {name} (trace file absent)")

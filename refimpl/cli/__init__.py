@@ -20,7 +20,8 @@ __all__ = ["build_parser", "main"]
 
 # Subcommand modules, in the order `refimpl --help` lists them.
 SUBCOMMANDS = (
-    "info", "demo", "simulate", "profile", "pareto", "bench", "grade", "exercises", "practice",
+    "info", "demo", "simulate", "run", "profile", "pareto", "calibrate-gpu", "bench", "grade",
+    "exercises", "practice",
 )
 
 
@@ -33,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"refimpl {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
-        importlib.import_module(f"refimpl.cli.{name}").register(subparsers)
+        importlib.import_module(f"refimpl.cli.{name.replace('-', '_')}").register(subparsers)
     return parser
 
 

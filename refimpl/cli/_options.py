@@ -3,27 +3,36 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 
 from refimpl.config import MODEL_PRESETS, SLO_PRESETS, SLO_SETS, SLOSet, one_class, preset_names
 from refimpl.config import slo_set as parse_slo_set
+from refimpl.costmodel.choose import STEP_MODELS
 from refimpl.sched import POLICIES
 from refimpl.workloads import DEFAULT_WORKLOAD, synthetic_names
 
 
-def add_workload_options(parser: argparse.ArgumentParser, *, model: str, hardware: str,
+def add_workload_options(parser: argparse.ArgumentParser, *, model: str, hardware: str | None,
                          num_requests: int | None, rate: float | None = None,
-                         out: Path | None = None, classes: str | None = None) -> None:
-    """--workload, --model, --hardware, --rate, --num-requests, --seed, --slo or --classes,
-    --json, --out."""
+                         out: Path | None = None, classes: str | None = None,
+                         models: Sequence[str] = tuple(MODEL_PRESETS), model_help: str = ""
+                         ) -> None:
+    """--workload, --model, --hardware and --step-model (unless hardware is None), --rate,
+    --num-requests, --seed, --slo or    --classes, --json, --out."""
     parser.add_argument("--workload", default=DEFAULT_WORKLOAD, metavar="NAME_OR_PATH",
                         help=f"a synthetic workload ({', '.join(synthetic_names())}) or a trace "
                         "file (Azure 2023 CSV, Mooncake JSONL, length-only CSV; detected) "
                         f"(default: {DEFAULT_WORKLOAD})")
-    parser.add_argument("--model", default=model, choices=list(MODEL_PRESETS),
-                        help=f"model preset (default: {model})")
-    parser.add_argument("--hardware", default=hardware, choices=list(preset_names()),
-                        help=f"hardware preset (default: {hardware})")
+    parser.add_argument("--model", default=model, choices=None if model_help else list(models),
+                        help=(model_help or "model preset") + f" (default: {model})")
+    if hardware is not None:
+        parser.add_argument("--hardware", default=hardware, choices=list(preset_names()),
+                            help=f"hardware preset (default: {hardware})")
+        parser.add_argument("--step-model", default="auto", choices=list(STEP_MODELS),
+                            help="the simulated clock: auto (calibrated to measured GPUs where "
+                            "the preset has fitted figures), calibrated, or roofline (ideal "
+                            "spec-sheet peaks) (default: auto)")
     parser.add_argument("--rate", type=float, default=rate, metavar="REQ_PER_S",
                         help="arrival rate in requests/s (default: "
                         + (f"{rate})" if rate else "the workload's own)"))

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from refimpl.cli._options import slo_set_of
+from refimpl.cli._paths import check_output_dir, check_output_path
 from refimpl.config import SLO_SETS
 from refimpl.engine import SimulationResult, loop_ready, simulate, warm_up
 from refimpl.metrics.plots import plot_latency_cdfs, plot_timeline
@@ -17,7 +18,12 @@ from refimpl.workloads import assign_slo_set, make_workload
 
 
 def simulate_policies(args: argparse.Namespace, policies: list[str]) -> dict[str, SimulationResult]:
-    """Simulate every policy on the workload the options describe, with a progress bar."""
+    """Simulate every policy on the workload the options describe, with a progress bar (the
+    report paths checked first: a finished run is never lost to an unwritable path)."""
+    if args.json is not None:
+        check_output_path("json", args.json)
+    if args.out is not None:
+        check_output_dir("out", args.out)
     slo_set = slo_set_of(args)
     workload = make_workload(args.workload, num_requests=args.num_requests, rate=args.rate,
                              seed=args.seed)
@@ -31,7 +37,8 @@ def simulate_policies(args: argparse.Namespace, policies: list[str]) -> dict[str
         print(f"{warm_up():.1f} s", file=sys.stderr)
     return {
         name: simulate(workload, name, model=args.model, hardware=args.hardware,
-                       seed=args.seed, progress=ProgressBar(f"{name:<14}") if show else None,
+                       step_model=args.step_model, seed=args.seed,
+                       progress=ProgressBar(f"{name:<14}") if show else None,
                        admission=getattr(args, "admission", None))  # `demo`: the default
         for name in policies
     }
@@ -47,7 +54,7 @@ def report(args: argparse.Namespace, results: dict[str, SimulationResult]) -> No
         f" ({slo_set.spec})" if slo_set.name in SLO_SETS else "")
     print(f"workload {first.settings['workload']}: {first.settings['num_requests']} requests"
           f"{label}, "
-          f"{first.settings['model']} on {first.settings['hardware']} "
+          f"{first.settings['model']} on {first.settings.get('hardware', 'this CPU')} "
           f"({first.settings['step_model']}, {first.settings['kv_pages']} KV pages)")
     if len(results) == 1:
         print(format_run(next(iter(summaries.values())), title=first.policy))
@@ -57,7 +64,8 @@ def report(args: argparse.Namespace, results: dict[str, SimulationResult]) -> No
         if headline is not None:
             print(headline)
     for name, result in results.items():
-        print(f"  {name}: simulated in {result.wall_s:.2f} s "
+        done = "served" if result.settings.get("clock") == "measured" else "simulated"
+        print(f"  {name}: {done} in {result.wall_s:.2f} s "
               f"({len(result.requests) / max(result.wall_s, 1e-9):,.0f} requests/s)")
     runs = {name: (r.requests, r.steps) for name, r in results.items()}
     if args.json is not None:

@@ -12,6 +12,7 @@ import importlib
 from pathlib import Path
 
 from refimpl.cli._options import add_slo_options, slo_set_of
+from refimpl.cli._paths import check_output_path
 
 SUITES = {
     "kernels": "attention kernels: prefill vs PyTorch/oracle/GEMM, decode vs memory read",
@@ -24,9 +25,11 @@ SUITES = {
     "model": "the Llama model: prefill and decode tokens/s at batch 1/8/32 vs no-cache NumPy",
     "robustness": "every trace format x model x SLO set x 0.25x-8x load x policy, with issue 14's "
                   "acceptance checks (--threads N: N worker processes)",
+    "fidelity": "the real engine (tiny Llama on this CPU) against the simulator at three loads, "
+                "and a drift absorbed",
 }
 # The suites whose runs serve a workload.
-WORKLOAD_SUITES = ("engine", "serving", "admission", "robustness")
+WORKLOAD_SUITES = ("engine", "serving", "admission", "robustness", "fidelity")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -54,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
         from refimpl.errors import ConfigError
 
         raise ConfigError("--threads", args.threads, "must be at least 1")
+    if args.json is not None:
+        check_output_path("json", args.json)
     module = importlib.import_module(f"refimpl.bench.{args.suite}")
     options = {"slo_set": slo_set_of(args)} if args.suite in WORKLOAD_SUITES else {}
     module.run(quick=args.quick, num_threads=args.threads, json_path=args.json, **options)

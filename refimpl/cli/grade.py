@@ -8,9 +8,9 @@ scripts expect; 2 for bad input (an unknown exercise, a missing file, impossible
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
+from refimpl.cli._paths import check_output_path
 from refimpl.errors import ConfigError
 from refimpl.grading import find_exercise, grade
 from refimpl.grading.plugin import DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIME_LIMIT_S
@@ -43,20 +43,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-record", action="store_true",
                         help="do not save the result as practice progress")
     parser.set_defaults(run=run)
-
-
-def check_output_path(field: str, path: Path) -> None:
-    """Refuse a report path that could not be written, before the work that fills it."""
-    if path.is_dir():
-        raise ConfigError(field, str(path), "is a folder; give a file name")
-    parent = path.parent
-    while not parent.exists():  # write_json makes the missing folders
-        parent = parent.parent
-    if not parent.is_dir():
-        raise ConfigError(field, str(path), f"{parent} is a file, not a folder")
-    target = path if path.exists() else parent
-    if not os.access(target, os.W_OK):
-        raise ConfigError(field, str(path), f"{target} is not writable")
 
 
 def run(args: argparse.Namespace) -> int:

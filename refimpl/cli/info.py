@@ -52,11 +52,14 @@ def run(args: argparse.Namespace) -> int:
     print(f"probe results cached in {cache_dir()}")
 
     print("\nhardware presets:")
-    print(f"  {'name':<11}{'SRAM':>11}{'memory':>11}{'bandwidth':>13}{'peak':>15}  kind")
+    print(f"  {'name':<14}{'SRAM':>11}{'memory':>11}{'bandwidth':>13}{'peak':>15}  kind "
+          "(figures per GPU)")
     for name in preset_names():
         hw = local if name == "cpu-local" else HardwareSpec.preset(name)
-        kind = "spec sheet (analytic)" if hw.analytic else "measured here"
-        print(f"  {name:<11}{format_bytes(hw.sram_bytes):>11}{format_bytes(hw.memory_bytes):>11}"
+        kind = ("measured here" if not hw.analytic else "spec sheet, efficiencies fitted"
+                if hw.efficiency is not None else "spec sheet (analytic)")
+        kind += f", {hw.num_gpus} GPUs tensor-parallel" if hw.num_gpus > 1 else ""
+        print(f"  {name:<14}{format_bytes(hw.sram_bytes):>11}{format_bytes(hw.memory_bytes):>11}"
               f"{format_rate(hw.memory_bandwidth_bytes_s, 'B/s'):>13}"
               f"{format_rate(hw.peak_flops, 'FLOP/s'):>15}  {kind}")
 

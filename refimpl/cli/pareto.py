@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from refimpl.cli._paths import check_output_path
 from refimpl.report.units import format_bytes, format_seconds
 
 
@@ -97,6 +98,9 @@ def _plot(data: dict, path: Path) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Load or build the table, print a summary, and write the JSON and plot if asked."""
+    for field in ("json", "plot"):
+        if getattr(args, field) is not None:
+            check_output_path(field, getattr(args, field))
     table = _load(args)
     if args.sram_budget is not None:
         table = table.with_budget(args.sram_budget)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from refimpl.cli._paths import check_output_path
 from refimpl.report.units import format_bytes, format_seconds
 
 
@@ -37,9 +38,10 @@ def run(args: argparse.Namespace) -> int:
 
     model = ModelConfig.preset(args.model)
     hardware = HardwareSpec.preset("cpu-local")
+    out = args.out or default_table_path(model.name)
+    check_output_path("out", out)  # minutes of profiling are not lost to an unwritable path
     result = run_profile(model, "quick" if args.quick else "full", budget_s=args.budget_s)
     table = build_profiled_table(result, hardware, args.sram_budget)
-    out = args.out or default_table_path(model.name)
     table.save(out)
     print(f"profiled {len(result.samples)} (candidate, shape) points of {model.name} in "
           f"{result.duration_s:.1f} s ({result.mode} mode); "

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from numbers import Integral, Real
 
+import numpy as np
+
 from refimpl.errors import ConfigError
 
 
@@ -22,3 +24,18 @@ def positive_real(field: str, value: object) -> None:
         raise ConfigError(field, value, "must be a number")
     if not math.isfinite(value) or value <= 0:
         raise ConfigError(field, value, "must be a finite number above 0")
+
+
+
+def check_seed(seed: object, field: str = "seed") -> int:
+    """`seed` as an int, or a `ConfigError` unless it is an integer >= 0 (what NumPy takes)."""
+    if isinstance(seed, bool) or not isinstance(seed, Integral):
+        raise ConfigError(field, seed, "must be an integer")
+    if seed < 0:
+        raise ConfigError(field, seed, "must be at least 0")
+    return int(seed)
+
+
+def seeded_rng(seed: object) -> np.random.Generator:
+    """NumPy's generator for a checked `seed` (every seeded draw in refimpl starts here)."""
+    return np.random.default_rng(check_seed(seed))

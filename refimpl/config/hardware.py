@@ -2,7 +2,9 @@
 
 `cpu-local` is this machine: the cache sizes come from the operating system, and bandwidth and
 FLOP/s from a short probe (`refimpl.config.probe`) cached on disk. The GPU presets are
-spec-sheet figures for analytic what-if runs: nothing is measured for them.
+spec-sheet figures for analytic what-if runs, with the efficiencies fitted to Vidur's measured
+operator profiles (refimpl.config.efficiency); `<gpu>-x2/-x4/-x8` are one node of 2, 4 or 8
+such GPUs serving one model with tensor parallelism (per-GPU figures, `num_gpus` of them).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from refimpl.config._validate import positive_int, positive_real
+from refimpl.config.efficiency import Efficiency, GemmFit, LinkFit, OpFit
 from refimpl.errors import ConfigError
 
 __all__ = ["HARDWARE_PRESETS", "HardwareSpec"]
@@ -27,8 +30,11 @@ class HardwareSpec:
     host_bandwidth_bytes_s: float  # to a slower tier (CPU RAM over PCIe, for KV spills)
     analytic: bool  # True: spec-sheet figures, never measured here
     source: str  # where the figures come from
+    num_gpus: int = 1  # tensor-parallel GPUs; the other figures are each one's
+    efficiency: Efficiency | None = None  # fitted operator efficiencies, where measured
 
     def __post_init__(self) -> None:
+        positive_int("num_gpus", self.num_gpus)
         positive_int("sram_bytes", self.sram_bytes)
         positive_int("memory_bytes", self.memory_bytes)
         positive_real("memory_bandwidth_bytes_s", self.memory_bandwidth_bytes_s)
@@ -60,6 +66,34 @@ GB = 10**9
 GiB = 2**30
 KiB = 2**10
 
+# Fitted by `refimpl calibrate-gpu --profiles DIR` (refimpl.costmodel.gpu_fit) on every row
+# of Vidur's profiles: A100 from Llama-2-7B, Llama-2-70B and Llama-3-8B; H100 from Llama-2-7B
+# and Llama-2-70B; TP 1, 2, 4, 8. Fields in the order of GemmFit, OpFit and LinkFit.
+_VIDUR = ("fitted to Vidur's profiles (microsoft/vidur, MIT, commit "
+          "7d47513363ec447a741ac5e47241580b47724fbf, data/profiling)")
+_A100 = Efficiency(
+    gemm=GemmFit(5.106e-06, 0.7355, 0.9602, 0.01, 1.563, 64),
+    norm=OpFit(4.406e-06, 0.3502, 3.007),
+    rope=OpFit(2.95e-06, 0.4262, 1.513),
+    act=OpFit(2.667e-06, 0.4828, 1.36),
+    add=OpFit(2.041e-06, 0.9119, 2.304),
+    emb=OpFit(4.079e-06, 0.1489, 1.625),
+    all_reduce=(LinkFit(2, 3.584e-05, 1.584e+11), LinkFit(4, 2.874e-05, 1.026e+11),
+                LinkFit(8, 3.898e-05, 8.683e+10)),
+    source=_VIDUR,
+)
+_H100 = Efficiency(
+    gemm=GemmFit(6.837e-06, 0.7517, 0.9326, 77.21, 20.0, 128),
+    norm=OpFit(4.029e-06, 0.3734, 2.448),
+    rope=OpFit(2.11e-06, 0.4928, 1.28),
+    act=OpFit(1.711e-06, 0.5729, 1.056),
+    add=OpFit(1.855e-06, 1.031, 2.365),
+    emb=OpFit(2.9e-06, 0.1828, 1.185),
+    all_reduce=(LinkFit(2, 1.662e-05, 2.821e+11), LinkFit(4, 3.061e-05, 2.53e+11),
+                LinkFit(8, 2.858e-05, 1.937e+11)),
+    source=_VIDUR,
+)
+
 # Spec-sheet figures. A100: NVIDIA A100 Tensor Core GPU datasheet (80GB SXM: 2,039 GB/s HBM2e,
 # 312 TFLOP/s dense BF16, PCIe Gen4 64 GB/s) and the NVIDIA Ampere tuning guide (up to 164 KB
 # shared memory per SM). H100: NVIDIA H100 Tensor Core GPU datasheet (SXM5: 3.35 TB/s HBM3,
@@ -75,6 +109,7 @@ HARDWARE_PRESETS: dict[str, HardwareSpec] = {
         host_bandwidth_bytes_s=32 * GB,
         analytic=True,
         source="NVIDIA A100 datasheet and Ampere tuning guide (spec sheet, analytic)",
+        efficiency=_A100,
     ),
     "h100-sxm": HardwareSpec(
         name="h100-sxm",
@@ -85,8 +120,14 @@ HARDWARE_PRESETS: dict[str, HardwareSpec] = {
         host_bandwidth_bytes_s=64 * GB,
         analytic=True,
         source="NVIDIA H100 datasheet and Hopper tuning guide (spec sheet, analytic)",
+        efficiency=_H100,
     ),
 }
+# One node of 2, 4 or 8 GPUs (DGX A100 / DGX H100: NVSwitch, all-reduce figures fitted).
+HARDWARE_PRESETS.update({
+    f"{name}-x{n}": replace(spec, name=f"{name}-x{n}", num_gpus=n)
+    for name, spec in list(HARDWARE_PRESETS.items()) for n in (2, 4, 8)
+})
 
 
 def preset_names() -> tuple[str, ...]:

@@ -1,7 +1,8 @@
 """The offline cost model (seed section 1) and the step time the serving engine asks for.
 
-`step_time_model(model, hardware)` gives the engine a `StepTimeModel`: analytic (roofline) for
-spec-sheet GPUs, fitted to measured kernels on this CPU. `run_profile` -> `build_profiled_table`
+`step_time_model(model, hardware)` gives the engine a `StepTimeModel`: calibrated to measured
+operator efficiencies for the GPU presets (or the ideal roofline, by name), fitted to measured
+kernels on this CPU. `run_profile` -> `build_profiled_table`
 -> `CostTable` (look-up, Pareto picks under `S`, save/load); `roofline_table` for GPUs;
 `Calibrator` corrects predictions online. The step model, calibration and Pareto functions
 import no Numba; the names that need the kernels load on first use.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from refimpl._lazy import lazy_getattr
 from refimpl.costmodel.calibrate import Calibrator
+from refimpl.costmodel.calibrated import CalibratedStepModel
 from refimpl.costmodel.choose import step_time_model
 from refimpl.costmodel.pareto import fastest, pareto_mask
 from refimpl.costmodel.step import (
@@ -42,6 +44,7 @@ _LAZY = {
 
 __all__ = [
     "DEFAULT_STEP_OVERHEAD_S",
+    "CalibratedStepModel",
     "Calibrator",
     "RooflineStepModel",
     "StepShape",

@@ -35,7 +35,8 @@ class Calibrator:
     """`base(phase, B, T)` seconds, corrected online by `observe`.
 
     Args:
-        base: the offline prediction, e.g. `CostTable.predict_s`.
+        base: the offline prediction, e.g. `CostTable.predict_s` (by default 1: the caller
+            corrects its own predictions with `correction` and `observe_ratio`).
         alpha: EWMA weight of the newest observation (0.2: about 10 observations of a bucket
             bring a step change to within 5%).
         slack: CUSUM allowance per observation, in log ratio (log 1.1: +-10% is noise).
@@ -43,8 +44,9 @@ class Calibrator:
             observations 1.5x off, or a dozen 1.2x off).
     """
 
-    def __init__(self, base: Callable[[str, float, float], float], *, alpha: float = 0.2,
-                 slack: float = math.log(1.1), threshold: float = 1.0) -> None:
+    def __init__(self, base: Callable[[str, float, float], float] = lambda *_: 1.0, *,
+                 alpha: float = 0.2, slack: float = math.log(1.1), threshold: float = 1.0
+                 ) -> None:
         if not 0.0 < alpha <= 1.0:
             raise ConfigError("alpha", alpha, "must be in (0, 1]")
         self.base = base
@@ -69,7 +71,13 @@ class Calibrator:
         """Fold one measured time into the corrections and the drift detector."""
         if not measured_s > 0 or math.isinf(measured_s):
             raise ConfigError("measured_s", measured_s, "must be a finite time above 0")
-        x = math.log(measured_s / self.base(phase, batch, seq_len))
+        self.observe_ratio(phase, batch, seq_len, measured_s / self.base(phase, batch, seq_len))
+
+    def observe_ratio(self, phase: str, batch: float, seq_len: float, ratio: float) -> None:
+        """Fold one measured / predicted ratio in (for a caller with its own predictions)."""
+        if not ratio > 0 or math.isinf(ratio):
+            raise ConfigError("ratio", ratio, "must be a finite ratio above 0")
+        x = math.log(ratio)
         key = (phase, *_bucket(batch, seq_len))
         a = self.alpha
         # A new bucket starts from its phase's mean, so it gains from what others have seen.

@@ -1,4 +1,4 @@
-"""Which step-time model a run gets: the roofline, or the one fitted to this machine.
+"""Which step-time model a run gets: calibrated, the ideal roofline, or fitted to this machine.
 
 Apart from both models' modules so that neither imports the other: `step.py` holds the
 analytic model, `profiled.py` the fitted one (which builds on `step.py`), and this the choice.
@@ -10,23 +10,35 @@ from typing import TYPE_CHECKING
 
 from refimpl.config.hardware import HardwareSpec
 from refimpl.config.model import ModelConfig
+from refimpl.costmodel.calibrated import CalibratedStepModel
 from refimpl.costmodel.step import RooflineStepModel, StepTimeModel
+from refimpl.errors import ConfigError
 
 if TYPE_CHECKING:
     from refimpl.costmodel.table import CostTable
 
-__all__ = ["step_time_model"]
+__all__ = ["STEP_MODELS", "step_time_model"]
+
+STEP_MODELS = ("auto", "calibrated", "roofline")  # names a run may ask for
 
 
 def step_time_model(model: ModelConfig, hardware: HardwareSpec,
-                    table: CostTable | None = None) -> StepTimeModel:
-    """The step-time model for `model` on `hardware`.
+                    table: CostTable | None = None, kind: str = "auto") -> StepTimeModel:
+    """The step-time model `kind` for `model` on `hardware`.
 
-    Spec-sheet hardware (`hardware.analytic`) gets `RooflineStepModel`. Measured hardware gets
-    `ProfiledStepModel` from `table`, or from this machine's table saved by
+    `auto`: spec-sheet hardware with fitted efficiencies (the GPU presets) gets
+    `CalibratedStepModel`, other spec-sheet hardware the ideal `RooflineStepModel`;
+    `roofline` asks for the ideal one by name, `calibrated` for the fitted one. Measured
+    hardware gets `ProfiledStepModel` from `table`, or from this machine's table saved by
     `refimpl profile` for `model`; with neither, the roofline of the probed figures (never a
     silent profile run: it takes 20 s in quick mode, minutes in full).
     """
+    if kind not in STEP_MODELS:
+        raise ConfigError("step_model", kind, "unknown step model", choices=STEP_MODELS)
+    if kind == "roofline":
+        return RooflineStepModel(model, hardware)
+    if kind == "calibrated" or (hardware.analytic and hardware.efficiency is not None):
+        return CalibratedStepModel(model, hardware)
     if hardware.analytic:
         return RooflineStepModel(model, hardware)
     # imported here: the fitted model loads the kernels (Numba), which a roofline run never needs

@@ -2,8 +2,11 @@
 
 A step runs every layer once over this step's new tokens: prefill chunks and one token per
 decoding sequence, batched together as in Sarathi-Serve / vLLM v1. `RooflineStepModel` is
-analytic (spec-sheet GPUs, Williams et al.'s roofline per operation); `ProfiledStepModel`
-(refimpl.costmodel.profiled) is fitted to this CPU's measured kernels and GEMMs.
+the ideal roofline (spec-sheet GPUs at 100%, Williams et al.'s roofline per operation);
+`CalibratedStepModel` (refimpl.costmodel.calibrated) runs each operator at the efficiency
+fitted to measured GPUs; `ProfiledStepModel` (refimpl.costmodel.profiled) is fitted to this
+CPU's measured kernels and GEMMs. The first two share `StepCoefficients` and `step_s`, the one
+formula the compiled loop runs.
 """
 
 from __future__ import annotations
@@ -11,17 +14,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
+import numpy as np
+
 from refimpl.config import HardwareSpec, ModelConfig, dtype_bytes
 from refimpl.errors import ConfigError
 
 __all__ = [
     "DEFAULT_STEP_OVERHEAD_S",
+    "NO_OPS",
+    "OP_FIELDS",
     "PartsStepModel",
-    "RooflineCoefficients",
     "RooflineStepModel",
+    "StepCoefficients",
     "StepShape",
     "StepTimeModel",
-    "roofline_step_s",
+    "compiled_coefficients",
+    "no_coefficients",
+    "step_s",
 ]
 
 # Fixed cost of one engine step that no FLOP or byte count sees: kernel launches (with CUDA
@@ -98,8 +107,17 @@ def _layer_linear_params(model: ModelConfig) -> int:
             + mlp_matrices * model.hidden_size * model.intermediate_size)
 
 
-class RooflineCoefficients(NamedTuple):
-    """A roofline step model's seconds per unit of work, as plain floats for compiled code."""
+# Columns of `StepCoefficients.ops`, one row per operator of the calibrated model: runs per
+# step (e.g. 2 x layers), launch seconds, then `op_s`'s terms (refimpl.costmodel.gpu_ops), and
+# whether its rows are the decoding sequences only (the LM head) rather than every new token.
+OP_FIELDS = ("count", "launch_s", "fixed_s", "s_per_row", "flop_s_per_row", "floor_s",
+             "tile_rows", "sharpness", "decode_only")
+COUNT, LAUNCH, FIXED, PER_ROW, FLOP, FLOOR, TILE, SHARPNESS, DECODE_ONLY = range(len(OP_FIELDS))
+NO_OPS = np.zeros((0, len(OP_FIELDS)))  # the ideal roofline: no per-operator rows
+
+
+class StepCoefficients(NamedTuple):
+    """A compiled step model's seconds per unit of work, as plain data for compiled code."""
 
     overhead_s: float  # fixed cost of a non-empty step
     linear_s_per_token: float  # linear-layer compute of one token, all layers
@@ -108,24 +126,62 @@ class RooflineCoefficients(NamedTuple):
     attn_s_per_pair: float  # attention compute of one query-key pair (or context token)
     new_token_s: float  # moving a new token's Q, O, K and V
     kv_s_per_context_token: float  # reading one cached token's K and V
+    attn_fixed_s: float  # fixed cost of each attention phase present (launches, all layers)
+    ops: np.ndarray  # float64 (operators, OP_FIELDS): empty for the ideal roofline
 
 
-def roofline_step_s(c: RooflineCoefficients, prefill_tokens: int, prefill_pairs: int,
-                    decode_seqs: int, decode_context_tokens: int) -> float:
-    """The roofline step time: the one formula, run by Python and compiled by the fast engine.
+def no_coefficients() -> StepCoefficients:
+    """All-zero coefficients: what the loop is handed when the step model is not compiled."""
+    return StepCoefficients(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, NO_OPS)
 
-    Plain arithmetic on purpose: `refimpl.engine.compiled` compiles this very function with
-    Numba, so both engines add the same floats in the same order (bit-identical clocks).
+
+def step_s(c: StepCoefficients, prefill_tokens: int, prefill_pairs: int, decode_seqs: int,
+           decode_context_tokens: int) -> float:
+    """The step time: the one formula, run by Python and compiled inside the serving loop.
+
+    Plain arithmetic on purpose (Numba compiles this very function). With no operator rows
+    the linear layers are one roofline over the whole model; with rows (the calibrated model)
+    each operator is its own smooth roofline plus launch. Attention is analytic either way.
     """
     if prefill_tokens + decode_seqs <= 0:
         return 0.0
-    linear_s = max((prefill_tokens + decode_seqs) * c.linear_s_per_token
-                   + decode_seqs * c.lm_head_s_per_seq, c.weights_s)
-    prefill_s = max(prefill_pairs * c.attn_s_per_pair, prefill_tokens * c.new_token_s)
-    decode_s = max(decode_context_tokens * c.attn_s_per_pair,
-                   decode_context_tokens * c.kv_s_per_context_token
-                   + decode_seqs * c.new_token_s)
-    return c.overhead_s + linear_s + prefill_s + decode_s
+    tokens = prefill_tokens + decode_seqs
+    ops = c.ops
+    if ops.shape[0] == 0:
+        linear_s = max(tokens * c.linear_s_per_token + decode_seqs * c.lm_head_s_per_seq,
+                       c.weights_s)
+    else:
+        linear_s = 0.0
+        for k in range(ops.shape[0]):
+            rows = decode_seqs if ops[k, DECODE_ONLY] > 0.0 else tokens
+            if rows > 0:
+                # gpu_ops.op_s, written out: Numba cannot call a plain function, and this
+                # module must not import Numba (tests/costmodel/test_calibrated.py holds the
+                # two equal)
+                p, tile = ops[k, SHARPNESS], ops[k, TILE]
+                t_mem = ops[k, FIXED] + rows * ops[k, PER_ROW]
+                t_flop = ((rows + tile - 1) // tile) * tile * ops[k, FLOP] + ops[k, FLOOR]
+                linear_s += ops[k, COUNT] * (ops[k, LAUNCH]
+                                             + (t_mem ** p + t_flop ** p) ** (1.0 / p))
+    attention_s = 0.0
+    if prefill_tokens > 0:
+        attention_s += c.attn_fixed_s + max(prefill_pairs * c.attn_s_per_pair,
+                                            prefill_tokens * c.new_token_s)
+    if decode_seqs > 0:
+        attention_s += c.attn_fixed_s + max(decode_context_tokens * c.attn_s_per_pair,
+                                            decode_context_tokens * c.kv_s_per_context_token
+                                            + decode_seqs * c.new_token_s)
+    return c.overhead_s + linear_s + attention_s
+
+
+def compiled_coefficients(step_model: object) -> StepCoefficients | None:
+    """The coefficients the loop runs compiled, if `step_model` is exactly one of the models
+    `step_s` computes (a subclass may change the formula: it goes through the bridge)."""
+    from refimpl.costmodel.calibrated import CalibratedStepModel
+
+    if type(step_model) in (RooflineStepModel, CalibratedStepModel):
+        return step_model.coefficients
+    return None
 
 
 class RooflineStepModel(PartsStepModel):
@@ -141,6 +197,8 @@ class RooflineStepModel(PartsStepModel):
     - decode attention: every context token's K and V read once (the seed's KV bytes per
       token), 4 * Hq * d FLOPs per context token per layer, and Q, O and the new K, V;
     - plus `overhead_s` per non-empty step. An empty step costs 0.
+    Over `hardware.num_gpus` tensor-parallel GPUs each does 1/num_gpus of every part, and the
+    ideal roofline charges nothing for their all-reduces.
     """
 
     def __init__(self, model: ModelConfig, hardware: HardwareSpec, *,
@@ -162,10 +220,10 @@ class RooflineStepModel(PartsStepModel):
         self._new_token_bytes = (2 * q_width * w_bytes * layers  # Q read, O written per layer
                                  + model.kv_bytes_per_token())  # its K and V stored
         self._kv_bytes_per_context_token = model.kv_bytes_per_token()
-        flop_s = 1.0 / hardware.peak_flops
-        byte_s = 1.0 / hardware.memory_bandwidth_bytes_s
+        flop_s = 1.0 / (hardware.peak_flops * hardware.num_gpus)
+        byte_s = 1.0 / (hardware.memory_bandwidth_bytes_s * hardware.num_gpus)
         # Seconds per unit, so the hot path is a few multiplies and max().
-        self.coefficients = RooflineCoefficients(
+        self.coefficients = StepCoefficients(
             overhead_s=self.overhead_s,
             linear_s_per_token=self._linear_flops_per_token * flop_s,
             lm_head_s_per_seq=self._lm_head_flops_per_seq * flop_s,
@@ -173,13 +231,15 @@ class RooflineStepModel(PartsStepModel):
             attn_s_per_pair=self._attn_flops_per_pair * flop_s,
             new_token_s=self._new_token_bytes * byte_s,
             kv_s_per_context_token=self._kv_bytes_per_context_token * byte_s,
+            attn_fixed_s=0.0,
+            ops=NO_OPS,
         )
 
     def step_time_parts(self, prefill_tokens: int, prefill_pairs: int, decode_seqs: int,
                         decode_context_tokens: int) -> float:
         """`step_time` from the four counts, with no allocation (the engine calls it per step)."""
-        return roofline_step_s(self.coefficients, prefill_tokens, prefill_pairs, decode_seqs,
-                               decode_context_tokens)
+        return step_s(self.coefficients, prefill_tokens, prefill_pairs, decode_seqs,
+                      decode_context_tokens)
 
     def counts(self, shape: StepShape) -> tuple[float, float]:
         """(FLOPs, bytes) of the whole step: its arithmetic intensity against the ridge point."""

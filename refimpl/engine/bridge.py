@@ -10,6 +10,7 @@ global "current run", so runs may nest (a policy that simulates ahead) without s
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from refimpl.admission.gate import Action
-from refimpl.errors import SchedulingError
+from refimpl.errors import ConfigError, SchedulingError
 from refimpl.sched.plan import PlanArrays, StepPlan, read_plan, write_plan
 from refimpl.sched.table import FINISHED, STATUS, NameCodes
 
@@ -36,12 +37,13 @@ class RunBridge:
 
     def __init__(self, policy: Policy, gate: Gate | None, executor: Any, plan: PlanArrays,
                  finished: np.ndarray, gate_out: np.ndarray, reasons: NameCodes,
-                 kernels: NameCodes, ints: np.ndarray,
+                 kernels: NameCodes, arrays: Any,
                  progress: Callable[[int, int], None] | None = None) -> None:
         self.policy, self.gate, self.executor = policy, gate, executor
         self.plan, self.finished, self.gate_out = plan, finished, gate_out
         self.reasons, self.kernels = reasons, kernels
-        self.status, self.progress = ints[STATUS], progress  # the request table's status row
+        self.arrays = arrays  # the run's request table, KV facade and queues (RunArrays)
+        self.status, self.progress = arrays.ints[STATUS], progress  # the table's status row
 
     def write_plan(self, plan: StepPlan) -> None:
         """Put a Python policy's plan into the plan arrays (which are empty)."""
@@ -128,5 +130,15 @@ def progress(handle: int) -> None:
 
 def step_seconds(handle: int, prefill_tokens: int, prefill_pairs: int, decode_seqs: int,
                  decode_context_tokens: int) -> float:
-    return float(_RUNS[handle].executor.step_seconds(
-        int(prefill_tokens), int(prefill_pairs), int(decode_seqs), int(decode_context_tokens)))
+    executor = _RUNS[handle].executor
+    seconds = float(executor.step_seconds(int(prefill_tokens), int(prefill_pairs),
+                                          int(decode_seqs), int(decode_context_tokens)))
+    if not math.isfinite(seconds) or seconds < 0:  # a NaN clock never reaches an arrival
+        raise ConfigError("step_model", type(executor.step_model).__name__, f"returned a step "
+                          f"time of {seconds!r} s; it must be finite and >= 0")
+    return seconds
+
+
+def execute(handle: int) -> float:
+    run = _RUNS[handle]
+    return float(run.executor.execute(run.plan, run.arrays, run.kernels.names))

@@ -17,8 +17,9 @@ import numpy as np
 from numba import objmode
 
 from refimpl._numba import inline_kernel, kernel
-from refimpl.costmodel.step import RooflineCoefficients, roofline_step_s
+from refimpl.costmodel.step import compiled_coefficients, no_coefficients, step_s
 from refimpl.engine import bridge
+from refimpl.engine.executor import COMPILED_STEP, MEASURED
 from refimpl.kv.manager import KVState
 from refimpl.sched.plan import (
     DECODE,
@@ -49,13 +50,12 @@ from refimpl.sched.queues import WAIT_LEN, Queues
 from refimpl.sched.slo.compiled import no_slo_state, plan_slo, slo_add, slo_update
 from refimpl.sched.table import COMPUTED, GENERATED, PROMPT, REASONS
 
-__all__ = ["ROOFLINE", "RunArrays", "add_request", "num_waiting", "plan_once", "plan_step",
+__all__ = ["RunArrays", "add_request", "num_waiting", "plan_once", "plan_step",
            "slo_state", "step_seconds", "update"]
 
-ROOFLINE = 0  # executor code: the roofline step model, compiled (else PYTHON: the bridge)
 TOKEN_BUDGET, MAX_NUM_SEQS = range(2)  # a baseline's entries of `params`
 
-_step_s = inline_kernel(roofline_step_s)
+_step_s = inline_kernel(step_s)
 
 
 class RunArrays(NamedTuple):
@@ -72,9 +72,7 @@ def plan_once(policy: Policy, now_s: float) -> StepPlan:
     but the queues' decision scratch (the loop itself never calls this)."""
     arrays = policy.ctx.arrays
     plan = new_plan_arrays(arrays.ints.shape[1])
-    coefficients = getattr(policy.ctx.step_model, "coefficients", None)
-    if not isinstance(coefficients, RooflineCoefficients):
-        coefficients = RooflineCoefficients(*(0.0,) * len(RooflineCoefficients._fields))
+    coefficients = compiled_coefficients(policy.ctx.step_model) or no_coefficients()
     if policy.code == SLO:
         plan_slo(slo_state(policy), coefficients, arrays.ints, arrays.floats, arrays.kv,
                  plan.entries, plan.sizes, plan.kernels, now_s)
@@ -101,7 +99,7 @@ def policy_params(policy: Policy) -> np.ndarray:
 def plan_step(code, params, coefficients, handle, ints, floats, kv, q, entries, sizes, now):
     """Fill the plan of the next step (the plan arrays are empty on entry); `slo` has a call
     of its own (`plan_slo`), so the other policies' steps do not pass its state. `edf` reads
-    the roofline `coefficients` (its TTFT guard's floor) and the request times in `floats`.
+    the step model's `coefficients` (its TTFT guard's floor) and the request times in `floats`.
 
     A call, not inlined into the loop: in one function that large, Numba's reference-count
     pruning gives up, and every array of `kv` and `q` the decision touches cost two atomic
@@ -153,7 +151,10 @@ def num_waiting(policy_waiting, q):
 
 @inline_kernel
 def step_seconds(code, coefficients, handle, ints, entries, sizes):
-    """The step's duration on the simulated clock: the roofline, or a Python step model."""
+    """The step's duration: predicted by `step_s` (the roofline or the calibrated model) or a
+    Python step model, or measured by an executor that runs the step."""
+    if code == MEASURED:
+        return _execute(handle)
     prefill_tokens = prefill_pairs = decode_context = 0
     for k in range(sizes[NUM_PREFILL]):
         tokens = entries[PREFILL_TOKENS, k]
@@ -163,7 +164,7 @@ def step_seconds(code, coefficients, handle, ints, entries, sizes):
     for k in range(sizes[NUM_DECODE]):
         i = entries[DECODE, k]
         decode_context += ints[PROMPT, i] + ints[GENERATED, i]  # its cache and newest token
-    if code == ROOFLINE:
+    if code == COMPILED_STEP:
         return _step_s(coefficients, prefill_tokens, prefill_pairs, sizes[NUM_DECODE],
                        decode_context)
     return _python_step_s(handle, prefill_tokens, prefill_pairs, sizes[NUM_DECODE],
@@ -171,6 +172,13 @@ def step_seconds(code, coefficients, handle, ints, entries, sizes):
 
 
 # ---- the crossings to Python (not inlined: Numba lifts `objmode` blocks out of a function) ----
+@kernel(calls_python=True)
+def _execute(handle):
+    with objmode(seconds="float64"):
+        seconds = bridge.execute(handle)
+    return seconds
+
+
 @kernel(calls_python=True)
 def _python_schedule(handle, now):
     with objmode():

@@ -22,10 +22,12 @@ from refimpl.admission.state import GateState, no_gate_state
 from refimpl.config.model import ModelConfig
 from refimpl.engine import bridge
 from refimpl.engine.dispatch import RunArrays, policy_params, slo_state
-from refimpl.engine.executor import SimulatedExecutor
+from refimpl.engine.executor import MEASURED, SimulatedExecutor
 from refimpl.engine.loop import (
     COMPILED_GATE,
+    MAX_IDLE_STEPS,
     NO_GATE,
+    NO_PROGRESS,
     PLAN_ERRORS,
     PYTHON_GATE,
     STEP_FLOAT_FIELDS,
@@ -40,12 +42,20 @@ from refimpl.sched.plan import new_plan_arrays
 from refimpl.sched.policy import BuiltinPolicy, Policy, PolicyContext
 from refimpl.sched.queues import NUM_RUNNING, WAIT_HEAD, WAIT_LEN, new_queues
 from refimpl.sched.request import Request, RequestStatus
-from refimpl.sched.table import COMPUTED, NameCodes, RequestTable, new_requests, write_back
+from refimpl.sched.table import (
+    COMPUTED,
+    NameCodes,
+    RequestTable,
+    arrival_order,
+    new_requests,
+    write_back,
+)
 
 __all__ = ["Engine", "EngineRun", "loop_ready", "warm_up"]
 
 Progress = Callable[[int, int], None]  # (requests ended, requests in all)
 INITIAL_STEPS = 4096  # rows of the step records before the first doubling
+PROGRESS_EVERY, PROGRESS_EVERY_EXECUTED = 8192, 8  # steps between progress reports
 
 
 def loop_ready() -> bool:
@@ -96,7 +106,7 @@ class Engine:
         """Serve `requests` (in arrival order) to the end; returns the records."""
         if self.pool.request_ids():
             raise ConfigError("pool", self.pool.request_ids()[:5], "must be empty before a run")
-        pending = sorted(requests, key=lambda r: (r.arrival_s, r.request_id))
+        pending = arrival_order(requests)
         arrays, context = self._lay_out(pending)
         gate = None if self.gate is None or self.gate.passes_everything else self.gate
         self.policy.bind(context)
@@ -109,11 +119,12 @@ class Engine:
         kernels = NameCodes(compiled.kernel_names if compiled is not None else ())
         reasons, kernel_counts = NameCodes(), np.zeros(bridge.MAX_KERNELS, np.int64)
         run = bridge.RunBridge(self.policy, gate, self.executor, plan, finished, gate_out,
-                               reasons, kernels, arrays.ints, progress)
+                               reasons, kernels, arrays, progress)
         with bridge.registered(run) as handle:
             config = np.array([self.policy.code, _gate_kind(gate), self.executor.code, handle,
                                self.model.max_context, time.CLOCK_MONOTONIC,
-                               _observes(self.policy), progress is not None], np.int64)
+                               _observes(self.policy), self._progress_every(progress)],
+                              np.int64)
             num_steps, step_f, step_i, error, row = serve(
                 config, policy_params(self.policy), self._tier_rates(),
                 self.executor.coefficients, arrays.ints, arrays.floats, arrays.kv,
@@ -123,8 +134,10 @@ class Engine:
                 np.zeros((INITIAL_STEPS, len(STEP_FLOAT_FIELDS))),
                 np.zeros((INITIAL_STEPS, len(STEP_INT_FIELDS)), np.int64))
         if error:
-            raise SchedulingError("plan", f"request {row}" if row >= 0 else "pages",
-                                  f"policy {self.policy.name!r}'s plan {PLAN_ERRORS[error]}")
+            value = f"request {row}" if row >= 0 else "steps" if error == NO_PROGRESS else "pages"
+            raise SchedulingError("plan", value, f"policy {self.policy.name!r}'s plan "
+                                  + PLAN_ERRORS[error].replace("MAX_IDLE_STEPS",
+                                                               str(MAX_IDLE_STEPS)))
         write_back(arrays.ints, arrays.floats, reasons, pending)
         self._check_nothing_lost(pending)
         if progress is not None:
@@ -155,10 +168,17 @@ class Engine:
             self.policy.prefill_order)
         return arrays, context
 
+    def _progress_every(self, progress: Progress | None) -> int:
+        """Steps between progress reports: each is a crossing to Python, nothing beside a
+        simulated step, little beside an executed one."""
+        if progress is None:
+            return 0
+        return PROGRESS_EVERY_EXECUTED if self.executor.code == MEASURED else PROGRESS_EVERY
+
     def _tier_rates(self) -> np.ndarray:
         """[bytes of a KV page, bytes/s between the device and the CPU tier] (no cost to move
         pages without hardware)."""
-        if self.hardware is None:
+        if self.hardware is None or self.executor.code == MEASURED:  # (a real copy is timed)
             return np.array([0.0, 1.0])
         page_bytes = self.model.kv_bytes_per_token() * self.pool.page_size
         return np.array([float(page_bytes), self.hardware.host_bandwidth_bytes_s])

@@ -1,19 +1,23 @@
 """Executors say how long a step took: predicted on the simulated clock, measured on a real one.
 
 The loop is the same whichever executor it drives. `SimulatedExecutor` charges the step time
-its step model predicts for the plan's counts; the roofline model runs compiled inside the
-loop, any other `StepTimeModel` (a profiled one, a user's) is called through the bridge.
+its step model predicts for the plan's counts; the roofline and calibrated models run
+compiled inside the loop, any other `StepTimeModel` (a profiled one, a user's) is called
+through the bridge.
 """
 
 from __future__ import annotations
 
-from refimpl.costmodel.step import RooflineCoefficients, RooflineStepModel, StepTimeModel
-from refimpl.engine.dispatch import ROOFLINE
-from refimpl.sched.policy import PYTHON
+from refimpl.costmodel.step import StepTimeModel, compiled_coefficients, no_coefficients
 
-__all__ = ["SimulatedExecutor"]
+__all__ = ["BRIDGED", "COMPILED_STEP", "MEASURED", "NO_COEFFICIENTS", "SimulatedExecutor"]
 
-_NO_COEFFICIENTS = RooflineCoefficients(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+# The loop's executor codes: a step formula computed in the loop (`step_s`: the roofline or
+# the calibrated model), any other step model called through the bridge, or a step actually
+# executed (and timed) by a Python executor.
+COMPILED_STEP, BRIDGED, MEASURED = range(3)
+
+NO_COEFFICIENTS = no_coefficients()
 
 
 class SimulatedExecutor:
@@ -21,9 +25,9 @@ class SimulatedExecutor:
 
     def __init__(self, step_model: StepTimeModel) -> None:
         self.step_model = step_model
-        compiled = type(step_model) is RooflineStepModel  # a subclass may change the formula
-        self.code = ROOFLINE if compiled else PYTHON
-        self.coefficients = step_model.coefficients if compiled else _NO_COEFFICIENTS
+        coefficients = compiled_coefficients(step_model)
+        self.code = COMPILED_STEP if coefficients is not None else BRIDGED
+        self.coefficients = coefficients if coefficients is not None else NO_COEFFICIENTS
 
     def step_seconds(self, prefill_tokens: int, prefill_pairs: int, decode_seqs: int,
                      decode_context_tokens: int) -> float:

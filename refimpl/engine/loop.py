@@ -14,7 +14,8 @@ Vidur's discrete-event core and nano-vllm's step, compiled whole with Numba so a
 4. **record** the step.
 The clock is virtual: it jumps to the next arrival when nothing can run. Requests that arrive
 while a step runs wait for the next one. An empty plan with nothing left to arrive ends the
-run, and whatever is left is rejected `unschedulable`: every request ends with a reason.
+run, and whatever is left is rejected `unschedulable`: every request ends with a reason. Plans
+that compute and end nothing for MAX_IDLE_STEPS steps in a row are an error, not a spin.
 """
 
 from __future__ import annotations
@@ -47,16 +48,15 @@ from refimpl.sched.table import (
     UNSCHEDULABLE,
 )
 
-__all__ = ["CONFIG_FIELDS", "STEP_FLOAT_FIELDS", "STEP_INT_FIELDS", "serve"]
+__all__ = ["CONFIG_FIELDS", "MAX_IDLE_STEPS", "STEP_FLOAT_FIELDS", "STEP_INT_FIELDS", "serve"]
 
 # Entries of `config`: the policy's code, the gate's kind, the executor's code, the
 # run's bridge handle, the model's context length, the clock id, whether a Python policy wants
-# to hear of every committed step, whether to report progress.
+# to hear of every committed step, the steps between progress reports (0: none).
 CONFIG_FIELDS = ("policy", "gate", "executor", "handle", "max_context", "clock_id", "observes",
                  "progress")
 (POLICY, GATE, EXECUTOR, HANDLE, MAX_CONTEXT, CLOCK_ID, OBSERVES,
  PROGRESS) = range(len(CONFIG_FIELDS))
-PROGRESS_EVERY = 8192  # steps between progress reports (a crossing to Python each)
 ACCEPT, QUEUE, DEGRADE, REJECT = range(4)  # bridge.ACTION_CODES
 NO_GATE, PYTHON_GATE, COMPILED_GATE = range(3)  # entries of config[GATE]
 # Columns of the two step-record arrays, in `StepRecords` field names.
@@ -67,7 +67,11 @@ STEP_INT_FIELDS = ("num_decode", "num_prefill_tokens", "num_prefill_chunks", "kv
 PLAN_ERRORS = ("", "names no request of the run", "names a request that has ended",
                "names a request twice", "computes no tokens, or more than the request has "
                "left", "needs more KV pages than are free", "moves a request between tiers "
-               "that the pool refused (not resident, shared pages, or no room)")
+               "that the pool refused (not resident, shared pages, or no room)",
+               "made no progress: it computed no token and ended no request in MAX_IDLE_STEPS "
+               "steps in a row (the run would never end)")
+NO_PROGRESS = len(PLAN_ERRORS) - 1
+MAX_IDLE_STEPS = 1024  # steps in a row without progress before the loop refuses to go on
 # Entries of `rates`: bytes of one KV page, and the bandwidth between the device and the CPU
 # tier (bytes/s) that moving pages costs.
 PAGE_BYTES, HOST_BANDWIDTH = range(2)
@@ -82,6 +86,7 @@ def serve(config, params, rates, coefficients, ints, floats, kv, q, slo, gs, pla
     code, handle = config[POLICY], config[HANDLE]
     num_requests = ints.shape[1]
     now, next_arrival, num_steps, gate_queued, policy_waiting = 0.0, 0, 0, 0, -1
+    idle_steps = 0  # steps in a row that computed no token and ended no request
     ones = np.ones(num_requests, np.int64)  # a decode's token count, for the KV growth
     scratch = np.zeros(num_requests, np.int64)  # `_check_plan`'s marks
     while True:
@@ -118,6 +123,10 @@ def serve(config, params, rates, coefficients, ints, floats, kv, q, slo, gs, pla
                                     sizes) + moved * rates[PAGE_BYTES] / rates[HOST_BANDWIDTH]
         num_finished = commit_tokens(ints, floats, kv, entries, sizes, now, now + duration_s,
                                      finished, num_finished)
+        idle_steps = 0 if sizes[p.NUM_DECODE] + sizes[p.NUM_PREFILL] + num_finished else (
+            idle_steps + 1)
+        if idle_steps >= MAX_IDLE_STEPS:  # a plan of KV moves only, forever: never ends
+            return num_steps, step_f, step_i, NO_PROGRESS, -1
         if sizes[p.NUM_PREEMPT] + num_started + num_finished > 0:  # (most steps: none)
             update(ints, q, entries, sizes, started, num_started)
         if config[OBSERVES]:
@@ -136,7 +145,7 @@ def serve(config, params, rates, coefficients, ints, floats, kv, q, slo, gs, pla
                 decision_s, d.num_waiting(policy_waiting, q) + gate_queued)
         now += duration_s
         num_steps += 1
-        if config[PROGRESS] and num_steps % PROGRESS_EVERY == 0:
+        if config[PROGRESS] > 0 and num_steps % config[PROGRESS] == 0:
             _progress(handle)
     return num_steps, step_f, step_i, 0, -1
 

@@ -3,8 +3,11 @@
 The researcher's entry point: a workload (synthetic name, trace path or `Workload`), a policy
 (name, class or instance), a model and hardware preset; back come per-request and per-step
 records and their summary. The KV pool gets the memory left after the weights, at vLLM's
-default `gpu_memory_utilization` of 0.9, in pages of 16 tokens. Admission control
-(refimpl.admission) is on by default for `slo` and off for the baselines; any can have it.
+default `gpu_memory_utilization` of 0.9 of every tensor-parallel GPU (weights split over
+them), in pages of 16 tokens. The clock is `step_model`: a model, or a name
+(refimpl.costmodel.choose: `auto`, the calibrated model on the GPU presets; `roofline`).
+Admission control (refimpl.admission) is on by default for `slo` and off for the baselines;
+any can have it.
 """
 
 from __future__ import annotations
@@ -17,11 +20,13 @@ from dataclasses import dataclass, field
 
 from refimpl.admission import AdmissionController, Gate
 from refimpl.config import SLO, HardwareSpec, ModelConfig, dtype_bytes
+from refimpl.config._validate import check_seed
 from refimpl.costmodel.choose import step_time_model
 from refimpl.costmodel.step import StepTimeModel
 from refimpl.engine.engine import Engine, Progress, warm_up
 from refimpl.engine.executor import SimulatedExecutor
-from refimpl.errors import CapacityError
+from refimpl.errors import CapacityError, ConfigError
+from refimpl.kv._checks import check_count
 from refimpl.kv.pool import PagePool
 from refimpl.metrics.audit import audit_admission
 from refimpl.metrics.records import RequestRecords, StepRecords
@@ -62,8 +67,9 @@ class SimulationResult:
 def kv_pool_for(model: ModelConfig, hardware: HardwareSpec, page_size: int = PAGE_SIZE,
                 memory_utilization: float = MEMORY_UTILIZATION) -> PagePool:
     """A page pool filling the device memory the weights leave free, with a CPU tier."""
+    page_size = check_count("page_size", page_size, 1)
     weight_bytes = model.num_parameters() * dtype_bytes(model.weight_dtype, "weight_dtype")
-    budget = int(hardware.memory_bytes * memory_utilization) - weight_bytes
+    budget = int(hardware.memory_bytes * hardware.num_gpus * memory_utilization) - weight_bytes
     if budget <= 0:
         raise CapacityError("model", model.name, f"its {weight_bytes / 2**30:.1f} GiB of "
                             f"weights leave no KV memory on {hardware.name}")
@@ -111,7 +117,7 @@ def simulate(
     num_requests: int | None = None,
     rate: float | None = None,
     seed: int = 0,
-    step_model: StepTimeModel | None = None,
+    step_model: StepTimeModel | str = "auto",
     page_size: int = PAGE_SIZE,
     policy_params: dict | None = None,
     progress: Progress | None = None,
@@ -122,17 +128,26 @@ def simulate(
 
     `admission` is True (a default `AdmissionController`), False, a gate of your own, or
     None: on for `slo`, off otherwise. `workload` may also be a list of hand-made `Request`s,
-    which the run then fills in (their times and counts). With `audit`, a run with a gate
+    which the run then fills in (their times and counts). Each is checked on entry (a field no
+    run could serve raises `ConfigError` naming the request, the field and the value) and
+    copied into the run's table: the run reads only what a request asks for, never what an
+    earlier run wrote into it, so the same list may be served again and gives the same run
+    (each run's results overwrite the last in the objects; the records returned are copies).
+    With `audit`, a run with a gate
     is replayed without it, and the gate's false rejects and late admits are reported
     (refimpl.metrics.audit; the replay's time is not in `wall_s`).
     """
+    check_seed(seed)  # (also where the workload is given, so settings record a valid one)
+    if not (admission is None or isinstance(admission, (bool, Gate))):
+        raise ConfigError("admission", admission, "must be True, False, None or a refimpl Gate")
     model = model if isinstance(model, ModelConfig) else ModelConfig.preset(model)
     hardware = hardware if isinstance(hardware, HardwareSpec) else HardwareSpec.preset(hardware)
     if isinstance(workload, str):
         workload = make_workload(workload, num_requests=num_requests, rate=rate, seed=seed)
     policy = make_policy(policy, **(policy_params or {}))
     unbound = copy.deepcopy(policy) if audit else None  # the replay's, before any run binds it
-    step_model = step_model or step_time_model(model, hardware)
+    if isinstance(step_model, str):
+        step_model = step_time_model(model, hardware, kind=step_model)
     pool = kv_pool_for(model, hardware, page_size)
     executor = SimulatedExecutor(step_model)
     if admission is None:

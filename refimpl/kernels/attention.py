@@ -19,11 +19,12 @@ from refimpl.errors import CapacityError, KernelInputError
 from refimpl.kernels import _paged, _prefill, _tile
 from refimpl.kernels._tile import FLOPS, NUM_COUNTERS, READ_BYTES, SRAM_BYTES, WRITE_BYTES
 from refimpl.kernels.costs import KernelCosts, PagedTiles, PrefillTiles, check_whole_groups
-from refimpl.kernels.quant import FP8_E4M3_NAN, QuantizedPages
+from refimpl.kernels.quant import FP8_E4M3_MAX, FP8_E4M3_NAN, QuantizedPages
 from refimpl.kernels.validate import (
     check_finite,
     check_heads,
     check_same,
+    check_scores_fit,
     float_array,
     index_array,
     positive_int,
@@ -141,7 +142,9 @@ def prefill_attention(q, k, v, *, tile_q=64, tile_k=64, heads_per_tile=None, cau
             that fit `sram_budget_bytes` (default: `default_sram_budget()`).
         causal: mask keys after each query's position.
         parallel: run the `prange` build; None follows `REFIMPL_PARALLEL`.
-        check_inputs_finite: reject NaN and infinity (a full pass over the inputs).
+        check_inputs_finite: reject NaN and infinity, and magnitudes whose float32 scores
+            could overflow (sqrt(d) max|q| max|k| or T max|v| over 3.4e38): a pass over the
+            inputs.
         return_costs: also return the `KernelCosts` the kernel counted.
 
     Returns:
@@ -160,6 +163,7 @@ def prefill_attention(q, k, v, *, tile_q=64, tile_k=64, heads_per_tile=None, cau
     if check_inputs_finite:
         for name, x in (("q", q), ("k", k), ("v", v)):
             check_finite(name, x)
+        check_scores_fit(*(float(np.abs(x).max()) for x in (q, k, v)), head_dim, seq_len)
     tile_q = positive_int("tile_q", tile_q)
     tile_k = positive_int("tile_k", tile_k)
     heads = _plan_heads(num_q_heads // k.shape[1], heads_per_tile,
@@ -189,18 +193,22 @@ def _cache_parts(name: str, cache) -> tuple[np.ndarray, np.ndarray]:
     return float_array(name, cache, 4), _NO_SCALES
 
 
-def _check_cache_finite(name: str, cache, pages: np.ndarray, length: int) -> None:
-    """No NaN or infinity in the first `length` tokens stored in `pages` (one sequence)."""
+def _cache_magnitude(name: str, cache, pages: np.ndarray, length: int) -> float:
+    """The largest magnitude (a bound, for quantized pages) of the first `length` tokens
+    stored in `pages` (one sequence), which must hold no NaN or infinity."""
     if not isinstance(cache, QuantizedPages):
         rows = cache[pages].reshape(-1, *cache.shape[2:])[:length]  # (length, Hkv, d)
         check_finite(f"{name}[pages {pages.tolist()}]", rows)
-        return
-    check_finite(f"{name}.scales[pages {pages.tolist()}]", cache.scales[pages])
+        return float(np.abs(rows).max())
+    scales = cache.scales[pages]  # (n, Hkv)
+    check_finite(f"{name}.scales[pages {pages.tolist()}]", scales)
     if cache.fmt == "fp8_e4m3":
         codes = cache.codes[pages].reshape(-1, *cache.shape[2:])[:length]
         if ((codes & 0x7F) == FP8_E4M3_NAN).any():
             raise KernelInputError(f"{name}.codes[pages {pages.tolist()}]", "0x7F",
                                    "must be finite (an FP8 NaN code found)")
+    code_max = 128.0 if cache.fmt == "int8" else FP8_E4M3_MAX  # (int8 reaches -128)
+    return float(np.abs(scales).max()) * code_max
 
 
 def _paged_call(q4, k_cache, v_cache, block_tables, q_starts, tiles: PagedTiles, heads_per_tile,
@@ -233,8 +241,11 @@ def _paged_call(q4, k_cache, v_cache, block_tables, q_starts, tiles: PagedTiles,
     if check_inputs_finite:
         check_finite("q", q4)
         for b, pages in enumerate(used):
-            _check_cache_finite("k_cache", k_cache, pages, int(context_lens[b]))
-            _check_cache_finite("v_cache", v_cache, pages, int(context_lens[b]))
+            length = int(context_lens[b])
+            check_scores_fit(float(np.abs(q4[b]).max()),
+                             _cache_magnitude("k_cache", k_cache, pages, length),
+                             _cache_magnitude("v_cache", v_cache, pages, length), head_dim,
+                             length)
     heads, kv_heads = _plan_paged_heads(
         num_q_heads // num_kv_heads, num_kv_heads, heads_per_tile, kv_heads_per_tile,
         lambda h, kv: PagedTiles(tiles.tile_q, tiles.pages_per_tile, h, kv)

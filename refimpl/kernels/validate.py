@@ -7,6 +7,7 @@ the offending field and its value.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -18,6 +19,7 @@ __all__ = [
     "check_finite",
     "check_heads",
     "check_same",
+    "check_scores_fit",
     "float_array",
     "index_array",
     "positive_int",
@@ -73,6 +75,25 @@ def check_finite(name: str, x: np.ndarray) -> None:
         index = tuple(int(i) for i in np.argwhere(~finite)[0])
         raise KernelInputError(f"{name}[{', '.join(map(str, index))}]", float(x[index]),
                                "must be finite (NaN or infinity found)")
+
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def check_scores_fit(q_max: float, k_max: float, v_max: float, head_dim: int,
+                     num_keys: int) -> None:
+    """Magnitudes whose float32 scores and sums cannot overflow (an infinite score turns the
+    online softmax's `s - max` into NaN, where the float64 oracle stays finite)."""
+    # Cauchy-Schwarz: |q.k| / sqrt(d) <= sqrt(d) max|q| max|k|, partial sums included.
+    if math.sqrt(head_dim) * q_max * k_max > FLOAT32_MAX:
+        name, value = ("q", q_max) if q_max >= k_max else ("k", k_max)
+        raise KernelInputError(f"max |{name}|", value, f"too large: a score q.k/sqrt(d) could "
+                               f"overflow float32 (sqrt({head_dim}) * {q_max:.3g} * "
+                               f"{k_max:.3g} > {FLOAT32_MAX:.3g}); scale q or k down")
+    # An output row sums at most num_keys rows of V, each weighted <= 1, before normalising.
+    if num_keys * v_max > FLOAT32_MAX:
+        raise KernelInputError("max |v|", v_max, f"too large: a sum over {num_keys} keys could "
+                               f"overflow float32")
 
 
 def check_same(name: str, value: int, other_name: str, other: int) -> None:

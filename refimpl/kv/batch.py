@@ -42,7 +42,7 @@ class BatchGrowth:
     def append(self, request_id: int, num_tokens: int = 1) -> list[tuple[int, int]]:
         """Grow a request by `num_tokens`; returns copy-on-write copies `(src, dst)` made."""
         slot = self._resident_slot(request_id)
-        tokens = np.array([check_count("num_tokens", num_tokens, 0)], np.int32)
+        tokens = np.array([_token_count(num_tokens, self.max_context)], np.int32)
         cow = self._grow_slots(np.array([slot], np.int32), tokens)
         return [(int(a), int(b)) for a, b in cow]
 
@@ -72,12 +72,13 @@ class BatchGrowth:
         if isinstance(num_tokens, (int, np.integer)):
             if self._uniform.shape[0] < slots.shape[0] or self._uniform_value != num_tokens:
                 # reused while the count repeats (a decode step is all 1s): np.full costs us
+                _token_count(num_tokens, self.max_context)
                 self._uniform = np.full(max(2 * slots.shape[0], self._uniform.shape[0]),
                                         num_tokens, dtype=np.int32)
                 self._uniform_value = num_tokens
             tokens = self._uniform[: slots.shape[0]]
         else:
-            tokens = np.ascontiguousarray(num_tokens, dtype=np.int32)
+            tokens = _token_counts(num_tokens, self.max_context)
             if tokens.shape != slots.shape:
                 raise KVCacheError("num_tokens", tokens.shape, f"must match slots {slots.shape}")
         return self._grow_slots(slots, tokens)
@@ -117,3 +118,26 @@ class BatchGrowth:
 
     def _request_of(self, slot: int) -> int:
         return next(r for r, s in self._slot_of.items() if s == slot)
+
+
+def _token_count(num_tokens: object, max_tokens: int) -> int:
+    """One growth's token count: an integer from 0 to `max_tokens` (so int32 holds it)."""
+    num_tokens = check_count("num_tokens", num_tokens, 0)
+    if num_tokens > max_tokens:
+        raise CapacityError("num_tokens", num_tokens, f"exceeds the pool's max context of "
+                            f"{max_tokens} tokens")
+    return num_tokens
+
+
+def _token_counts(values: object, max_tokens: int) -> np.ndarray:
+    """A batch's token counts as int32, checked before the cast (which would wrap or
+    truncate): integers from 0 to `max_tokens`."""
+    array = np.asarray(values)
+    if array.dtype.kind not in "iu":
+        raise KVCacheError("num_tokens", str(array.dtype), "must be an integer array")
+    if array.size and array.min() < 0:
+        raise KVCacheError("num_tokens", int(array.min()), "must be >= 0")
+    if array.size and array.max() > max_tokens:
+        raise CapacityError("num_tokens", int(array.max()), f"exceeds the pool's max context "
+                            f"of {max_tokens} tokens")
+    return np.ascontiguousarray(array, dtype=np.int32)

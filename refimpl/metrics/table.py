@@ -12,7 +12,8 @@ from collections.abc import Callable, Sequence
 from refimpl.metrics.percentiles import PERCENTILES
 from refimpl.report.units import format_seconds
 
-__all__ = ["format_comparison", "format_headline", "format_reasons", "format_run"]
+__all__ = ["format_comparison", "format_fidelity", "format_headline", "format_reasons",
+           "format_run"]
 
 MISSING = "-"  # shown where a figure has no data (e.g. no finished requests)
 
@@ -142,3 +143,23 @@ def format_run(summary: dict, title: str = "run") -> str:
             f"p99 {_seconds(s['decision_p99_s'])}, total {_seconds(s['decision_total_s'])}",
         ]
     return "\n".join(lines)
+
+
+def format_fidelity(report: dict, title: str = "real vs simulated") -> str:
+    """A real run against its simulated replay (refimpl.metrics.fidelity): latency
+    percentiles on both clocks with the error, then the per-step prediction errors."""
+    rows = [[key.removesuffix("_s").replace("_", " "), _seconds(v["real"]),
+             _seconds(v["simulated"]), _signed_percent(v["error"])]
+            for key, v in report["latency"].items()]
+    attained = report["slo_attainment"]
+    rows.append(["SLO attainment", _percent(attained["real"]), _percent(attained["simulated"]),
+                 ""])
+    lines = [title, _render(["", "real", "simulated", "error"], rows)]
+    for name, errors in (("offline", report["offline"]), ("calibrated", report["calibrated"])):
+        lines.append(f"step time, {name} prediction: MAPE {_percent(errors['mape'])}, "
+                     f"signed {_signed_percent(errors['signed'])} over {errors['steps']:,} steps")
+    return "\n".join(lines)
+
+
+def _signed_percent(value: float | None) -> str:
+    return MISSING if value is None or value != value else f"{100 * value:+.1f}%"

@@ -10,7 +10,7 @@ the largest GEMM of a decode step.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -42,9 +42,12 @@ class LlamaModel:
         return KVStorage(c.num_layers, num_pages, page_size, c.num_kv_heads, c.head_dim,
                          quantized_format)
 
-    def step(self, storage: KVStorage, seqs: Sequence[SeqSlice]) -> np.ndarray:
+    def step(self, storage: KVStorage, seqs: Sequence[SeqSlice], *,
+             tiles: Mapping[str, Mapping[str, int]] | None = None) -> np.ndarray:
         """Run one engine step; returns (number of seqs with want_logits, vocab) float32 logits,
-        in order. Writes the new tokens' K/V rows into each sequence's pages."""
+        in order. Writes the new tokens' K/V rows into each sequence's pages. `tiles`: kernel
+        options by call, "decode" (`decode_attention`) and "chunk" (`chunk_attention`), e.g.
+        a cost table's picks; the kernels' own choice where absent."""
         c, w = self.config, self.weights
         plan = plan_step(c, storage, seqs)
         x = w.embed[plan.tokens]  # (N, h): all new tokens of the step, sequence after sequence
@@ -56,7 +59,7 @@ class LlamaModel:
                 -1, c.num_kv_heads, c.head_dim), cos, sin)
             v = qkv[:, c.q_size + c.kv_size :].reshape(-1, c.num_kv_heads, c.head_dim)
             _write_kv(storage, plan, index, k, v)
-            attended = self._attention(storage, plan, index, q)  # (N, Hq, d)
+            attended = self._attention(storage, plan, index, q, tiles or {})  # (N, Hq, d)
             x = x + attended.reshape(-1, c.q_size) @ layer.wo
             gate_up = self._rms_norm(x, layer.post_norm) @ layer.w_gate_up  # (N, 2I)
             gate, up = gate_up[:, : c.intermediate_size], gate_up[:, c.intermediate_size :]
@@ -71,8 +74,8 @@ class LlamaModel:
         variance = np.mean(x * x, axis=-1, keepdims=True)
         return x * (1.0 / np.sqrt(variance + np.float32(self.config.rms_norm_eps))) * weight
 
-    def _attention(self, storage: KVStorage, plan: StepPlan, layer: int, q: np.ndarray
-                   ) -> np.ndarray:
+    def _attention(self, storage: KVStorage, plan: StepPlan, layer: int, q: np.ndarray,
+                   tiles: Mapping[str, Mapping[str, int]]) -> np.ndarray:
         """(N, Hq, d) attention outputs of every row, from the pages just written."""
         float_cache = storage.float_cache(layer)
         quantized_cache = storage.quantized_cache(layer) if plan.has_quantized else None
@@ -84,13 +87,14 @@ class LlamaModel:
             k_cache, v_cache = quantized_cache if group.quantized else float_cache
             out[group.rows] = decode_attention(
                 q[group.rows], k_cache, v_cache, group.block_tables, group.context_lens,
-                **options)
+                **options, **tiles.get("decode", {}))
         for chunk in plan.chunks:
             k_cache, v_cache = quantized_cache if chunk.quantized else float_cache
             rows = slice(chunk.row_start, chunk.row_end)
             heads_first = np.ascontiguousarray(q[rows].transpose(1, 0, 2))  # (Hq, C, d)
             out[rows] = chunk_attention(heads_first, k_cache, v_cache, chunk.block_table,
-                                        chunk.start, **options).transpose(1, 0, 2)
+                                        chunk.start, **options, **tiles.get("chunk", {})
+                                        ).transpose(1, 0, 2)
         return out
 
 

@@ -18,6 +18,7 @@ pages than `ctx.kv.num_free_pages` plus what its own preemptions free.
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -131,6 +132,7 @@ def make_policy(policy: str | type | Policy, **params: object) -> Policy:
     if isinstance(policy, type):
         if not issubclass(policy, Policy):
             raise ConfigError("policy", policy.__name__, "must subclass refimpl.Policy")
+        _check_param_names(policy, params)
         try:
             policy = policy(**params)
         except TypeError as error:
@@ -141,3 +143,14 @@ def make_policy(policy: str | type | Policy, **params: object) -> Policy:
     if not isinstance(policy, Policy):
         raise ConfigError("policy", policy, "must be a refimpl.Policy (a subclass instance)")
     return policy
+
+
+def _check_param_names(cls: type, params: dict) -> None:
+    """Refuse a parameter `cls` does not take, listing those it does."""
+    accepted = inspect.signature(cls).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values()):
+        return  # it takes any keyword: its own checks decide
+    for name in params:
+        if name not in accepted:
+            raise ConfigError("policy_params", name, f"is not a parameter of {cls.__name__}",
+                              choices=accepted)

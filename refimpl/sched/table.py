@@ -12,6 +12,7 @@ after the built-in ones, per run.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from numbers import Integral, Real
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from refimpl.config.slo import SLO
 from refimpl.errors import ConfigError
 from refimpl.sched.request import Request, RequestStatus
 
-__all__ = ["REASONS", "NameCodes", "RequestTable", "new_requests", "write_back"]
+__all__ = ["REASONS", "NameCodes", "RequestTable", "arrival_order", "new_requests", "write_back"]
 
 WAITING, RUNNING, FINISHED, REJECTED = (int(s) for s in RequestStatus)
 
@@ -62,19 +63,48 @@ class NameCodes:
 
 
 
+# What each integer a request asks for may be: token counts far beyond any model's context,
+# yet small enough that a run's sums of them (prompt + output, pages) stay within int64.
+MAX_TOKENS = 2**40
+_INT_INPUTS = ((PROMPT, "prompt_tokens", 1, MAX_TOKENS), (MAX_NEW, "max_new_tokens", 1, MAX_TOKENS),
+               (PRIORITY, "priority", 0, MAX_TOKENS), (REQUEST_ID, "request_id", -2**63, 2**63 - 1))
+
+
+def arrival_order(requests: Sequence[Request]) -> list[Request]:
+    """`requests` by (arrival, id), each first checked to be a `Request` whose fields have
+    the right types (`new_requests` then checks their values)."""
+    for request in requests:
+        if not isinstance(request, Request):
+            raise ConfigError("requests", type(request).__name__, "must hold refimpl.Request "
+                              "objects")
+        for _, name, _, _ in _INT_INPUTS:
+            value = getattr(request, name)
+            if isinstance(value, bool) or not isinstance(value, Integral):
+                _refuse(request, name, value, "must be an integer")
+        for name in ("arrival_s", "weight"):
+            value = getattr(request, name)
+            if isinstance(value, bool) or not isinstance(value, Real):
+                _refuse(request, name, value, "must be a number")
+        if not isinstance(request.slo, SLO):
+            _refuse(request, "slo", request.slo, "must be a refimpl.SLO")
+        if not isinstance(request.slo_class, str):
+            _refuse(request, "slo_class", request.slo_class, "must be a string")
+    return sorted(requests, key=lambda r: (r.arrival_s, r.request_id))
+
+
 def new_requests(requests: Sequence[Request]) -> tuple[np.ndarray, np.ndarray]:
-    """The `ints` and `floats` tables of `requests` (in the order given), from what they ask
-    for; every request starts fresh (waiting, nothing computed), whatever an earlier run left
-    in the objects. A field no run could serve raises `ConfigError` naming the request."""
+    """The `ints` and `floats` tables of `requests` (from `arrival_order`), from what they
+    ask for; every request starts fresh (waiting, nothing computed), whatever an earlier run
+    left in the objects. A field no run could serve raises `ConfigError` naming the request."""
     n = len(requests)
     ints = np.zeros((len(INT_FIELDS), n), dtype=np.int64)
     floats = np.full((len(FLOAT_FIELDS), n), np.nan)
-    for row, name in ((PROMPT, "prompt_tokens"), (MAX_NEW, "max_new_tokens"),
-                      (PRIORITY, "priority"), (REQUEST_ID, "request_id")):
+    for row, name, low, high in _INT_INPUTS:
         values = [getattr(r, name) for r in requests]
         for k, value in enumerate(values):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                _refuse(requests[k], name, value, "must be an integer")
+            if not low <= value <= high:
+                _refuse(requests[k], name, value,
+                        f"must be at least {low}" if value < low else f"must be at most {high}")
         ints[row] = values
     ints[STATUS] = WAITING
     ints[OUTPUT_CAP] = -1  # set by a gate's degrade during the run
@@ -82,12 +112,6 @@ def new_requests(requests: Sequence[Request]) -> tuple[np.ndarray, np.ndarray]:
     floats[TTFT_SLO] = [r.slo.ttft_s for r in requests]
     floats[TPOT_SLO] = [r.slo.tpot_s for r in requests]
     floats[WEIGHT] = [r.weight for r in requests]
-    for row, field, minimum in ((ints[PROMPT], "prompt_tokens", 1),
-                                (ints[MAX_NEW], "max_new_tokens", 1),
-                                (ints[PRIORITY], "priority", 0)):
-        bad = np.flatnonzero(row < minimum)
-        if len(bad):
-            _refuse(requests[bad[0]], field, int(row[bad[0]]), f"must be at least {minimum}")
     for row, field, problem in ((floats[ARRIVAL], "arrival_s", "must be a finite time >= 0"),
                                 (floats[WEIGHT], "weight", "must be a finite number > 0")):
         ok = np.isfinite(row) & ((row >= 0) if field == "arrival_s" else (row > 0))

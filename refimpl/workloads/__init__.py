@@ -15,6 +15,7 @@ from refimpl.workloads.transforms import (
     assign_slo_set,
     clip_to_context,
     head,
+    scale_lengths,
     scale_to_rate,
     window,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "make_workload",
     "new_workload",
     "poisson_arrivals",
+    "scale_lengths",
     "scale_to_rate",
     "synthetic",
     "synthetic_names",

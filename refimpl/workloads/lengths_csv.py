@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
+from refimpl.config._validate import seeded_rng
 from refimpl.errors import ConfigError
 from refimpl.workloads._columns import count_column, csv_columns
 from refimpl.workloads.arrivals import poisson_arrivals
@@ -30,5 +29,5 @@ def read_length_csv(path: Path, lines: list[str], *, rate: float | None, seed: i
         raise ConfigError("rate", rate, f"{path} has lengths only: give an arrival rate (req/s)")
     prompt_tokens = count_column(path, LENGTH_COLUMNS[0], columns[LENGTH_COLUMNS[0]], 2)
     output_tokens = count_column(path, LENGTH_COLUMNS[1], columns[LENGTH_COLUMNS[1]], 2)
-    arrival_s = poisson_arrivals(len(prompt_tokens), rate, np.random.default_rng(seed))
+    arrival_s = poisson_arrivals(len(prompt_tokens), rate, seeded_rng(seed))
     return new_workload(path.stem, arrival_s, prompt_tokens, output_tokens)

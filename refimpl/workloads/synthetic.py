@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
-from refimpl.config._validate import positive_int, positive_real
+from refimpl.config._validate import positive_int, positive_real, seeded_rng
 from refimpl.errors import ConfigError
 from refimpl.workloads.arrivals import gamma_arrivals
 from refimpl.workloads.lengths import AZURE_CODE_LENGTHS, AZURE_CONV_LENGTHS, LengthDistribution
@@ -84,7 +82,7 @@ def synthetic(
     positive_real("burstiness", burstiness)
     # One generator per stream, spawned from the seed, so changing the rate or the arrival
     # process leaves the lengths unchanged (and vice versa): runs differ only where they should.
-    arrival_rng, prompt_rng, output_rng = np.random.default_rng(seed).spawn(3)
+    arrival_rng, prompt_rng, output_rng = seeded_rng(seed).spawn(3)
     return new_workload(
         name,
         gamma_arrivals(num_requests, rate, burstiness, arrival_rng),

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from refimpl.config._validate import positive_int, positive_real
+from refimpl.config._validate import positive_int, positive_real, seeded_rng
 from refimpl.config.model import ModelConfig
 from refimpl.config.slo import PriorityClass
 from refimpl.config.slo_sets import SLOSet
@@ -21,7 +21,8 @@ from refimpl.errors import ConfigError
 from refimpl.workloads.workload import Workload
 
 __all__ = [
-    "assign_classes", "assign_slo_set", "clip_to_context", "head", "scale_to_rate", "window",
+    "assign_classes", "assign_slo_set", "clip_to_context", "head", "scale_lengths",
+    "scale_to_rate", "window",
 ]
 
 MOONCAKE_BLOCK_TOKENS = 512  # tokens per Mooncake hash block: a clipped prompt keeps fewer ids
@@ -34,6 +35,21 @@ def scale_to_rate(workload: Workload, rate: float) -> Workload:
         raise ConfigError("rate", rate, "cannot scale a workload whose arrivals are all at 0 s")
     factor = workload.mean_rate / rate  # new gap = old gap * factor
     return replace(workload, arrival_s=workload.arrival_s * factor)
+
+
+def scale_lengths(workload: Workload, factor: float) -> Workload:
+    """Prompt and output lengths times `factor`, rounded, at least one token each (a trace's
+    shape at a size another machine serves: the real engine's CPU runs)."""
+    positive_real("factor", factor)
+    if workload.hash_ids is not None and factor != 1.0:
+        raise ConfigError("factor", factor, "would break the Mooncake prefix hashes (one per "
+                          f"{MOONCAKE_BLOCK_TOKENS}-token block); scale a workload without them")
+
+    def scaled(tokens: np.ndarray) -> np.ndarray:
+        return np.maximum(np.rint(tokens * factor), 1).astype(np.int64)
+
+    return replace(workload, prompt_tokens=scaled(workload.prompt_tokens),
+                   output_tokens=scaled(workload.output_tokens))
 
 
 def head(workload: Workload, num_requests: int) -> Workload:
@@ -114,7 +130,7 @@ def assign_classes(
     for weight in weights:
         positive_real("weights", weight)
     probabilities = np.asarray(weights) / np.sum(weights)  # (k,)
-    drawn = np.random.default_rng(seed).choice(len(classes), size=len(workload), p=probabilities)
+    drawn = seeded_rng(seed).choice(len(classes), size=len(workload), p=probabilities)
     return replace(
         workload,
         priority=np.array([c.priority for c in classes], dtype=np.int64)[drawn],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -92,8 +94,11 @@ def test_chunk_pairs_counts_prefix_and_triangle():
     assert StepShape.chunk_pairs(2, 10) == 2 * 10 + 3
 
 
-def test_factory_gives_the_roofline_for_spec_sheet_hardware():
-    assert isinstance(step_time_model(LLAMA3, H100), RooflineStepModel)
+def test_factory_gives_the_roofline_by_name_and_for_unfitted_spec_sheets():
+    # The GPU presets default to the calibrated model (tests/costmodel/test_calibrated.py).
+    assert isinstance(step_time_model(LLAMA3, H100, kind="roofline"), RooflineStepModel)
+    unfitted = dataclasses.replace(H100, efficiency=None)
+    assert isinstance(step_time_model(LLAMA3, unfitted), RooflineStepModel)
 
 
 def test_negative_overhead_is_refused():

@@ -84,3 +84,19 @@ def test_arrivals_during_a_step_wait_for_the_next(make_engine, step_model, make_
     run = make_engine("vllm", token_budget=4096).run(
         make_requests([(0.0, 2000, 2), (prefill_s / 2, 10, 2)]))
     assert run.request_list[1].first_scheduled_s == pytest.approx(prefill_s)
+
+
+@pytest.mark.parametrize("policy", ["vllm", "slo"])
+def test_prompt_and_output_exactly_at_the_context_are_served_and_one_more_is_rejected(
+        make_engine, make_requests, policy):
+    limit = make_engine().model.max_context  # 8192
+    specs = [(0.0, limit - 1, 1), (0.0, 1, limit - 1), (0.0, limit, 1), (0.0, 2, limit - 1)]
+    run = make_engine(policy).run(make_requests(specs))
+    assert list(run.requests.reason) == ["completed", "completed", "exceeds_context",
+                                         "exceeds_context"]
+
+
+def test_a_request_filling_the_pool_exactly_is_served_and_one_more_token_is_rejected(
+        make_engine, make_requests):
+    run = make_engine("vllm", num_pages=10).run(make_requests([(0.0, 150, 10), (1.0, 150, 11)]))
+    assert list(run.requests.reason) == ["completed", "exceeds_kv_capacity"]  # 160 = 10 x 16

@@ -11,6 +11,7 @@ from refimpl.kernels import (
     decode_attention,
     prefill_attention,
     quantize_pages,
+    reference_attention,
 )
 
 from ._helpers import paged_kv, randn
@@ -125,3 +126,29 @@ def test_quantize_rejects_unknown_formats_and_nan():
     cache[0, 1, 0, 2] = np.nan
     with pytest.raises(RefimplError, match=r"cache\[0, 1, 0, 2\]=nan: must be finite"):
         quantize_pages(cache, "int8")
+
+
+def test_inputs_whose_float32_scores_could_overflow_are_refused_not_turned_to_nan(qkv, paged):
+    # q, k ~ 1e19: the float64 oracle is finite, float32 scores (~1e39) are not (issue 16).
+    q, k, v = (x.copy() for x in qkv)
+    big = np.float32(1e19)
+    assert np.isfinite(reference_attention(q * big, k * big, v)).all()
+    with pytest.raises(KernelInputError, match=r"max \|[qk]\|=\d\.\d+e\+19: too large: a score"):
+        prefill_attention(q * big, k * big, v)
+    with pytest.raises(KernelInputError, match=r"max \|v\|=.*sum over 8 keys"):
+        prefill_attention(q, k, v * np.float32(1e38 / np.abs(v).max()))  # 8 x 1e38 overflows
+    q1, k_cache, v_cache, tables, lens = paged
+    with pytest.raises(KernelInputError, match=r"max \|[qk]\|=.*too large"):
+        decode_attention(q1 * big, k_cache * big, v_cache, tables, lens)
+    k8 = quantize_pages(np.nan_to_num(k_cache), "int8")  # (unused rows hold NaN)
+    k8.scales[:] = 1e30  # dequantized magnitudes up to 128 * 1e30
+    with pytest.raises(KernelInputError, match=r"max \|k\|=1\.28\d*e\+32: too large"):
+        decode_attention(q1 * big, k8, quantize_pages(np.nan_to_num(v_cache), "int8"), tables,
+                         lens)
+
+
+def test_large_but_safe_magnitudes_still_match_the_oracle(qkv):
+    q, k, v = (x * np.float32(1e17) for x in qkv)  # sqrt(64) * ~4e17 * ~4e17 < 3.4e38
+    out = prefill_attention(q, k, v)
+    assert np.isfinite(out).all()
+    assert np.allclose(out, reference_attention(q, k, v), atol=1e-3 * float(np.abs(v).max()))

@@ -154,3 +154,14 @@ def test_holding_new_requests_is_recorded_once_per_episode():
     ladder.relieve(pool, [], 5.0)
     assert [(a.step, a.time_s) for a in ladder.history] == [
         (LadderStep.QUEUE_NEW, 1.0), (LadderStep.QUEUE_NEW, 5.0)]
+
+
+def test_a_rung_acts_only_above_its_threshold_not_at_it():
+    config = LadderConfig(low_priority=5, quantize_above=0.9)  # nobody cappable
+    pool = PagePool(100, PAGE)
+    candidates = fill(pool, [(1, 45 * PAGE, 1, 5.0, 0.0), (2, 45 * PAGE, 1, 5.0, 0.0)])
+    at = PressureLadder(config).relieve(pool, candidates, now_s=0.0)  # 90% used: at it
+    assert LadderStep.QUANTIZE not in [a.step for a in at]
+    pool.append(2, PAGE)  # 91%: above it
+    above = PressureLadder(config).relieve(pool, candidates, now_s=0.0)
+    assert LadderStep.QUANTIZE in [a.step for a in above]

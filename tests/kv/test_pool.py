@@ -259,3 +259,38 @@ def test_tier_and_free_kernels_refuse_without_changing_the_arrays():
     assert K.free_slots(*arrays[:6], pool.states, np.array([0, 5], np.int32)) == K.BAD_SLOT
     assert all(np.array_equal(a, b) for a, b in zip(before, arrays, strict=True))
     assert pool.counters[K.SPILLED] == pool.num_spilled_pages == 0
+
+
+def test_a_batched_free_returns_every_slot_and_page_for_reuse():
+    pool = PagePool(64, 16, initial_slots=8, cpu_tier_pages=8)
+    for r in range(8):
+        pool.allocate(r, 20 + r)
+    pool.spill(6)
+    freed = [3, 0, 7, 6, 5]
+    slots = sorted(pool.slot(r) for r in freed)
+    pool.free_batch(freed)
+    assert all(pool.states[s] == RequestState.FREE and pool.lengths[s] == 0
+               and pool.num_pages_of[s] == 0 for s in slots)
+    for r in range(10, 15):  # the freed slots are taken again: none leaked, none added
+        pool.allocate(r, 1)
+    assert sorted(pool.slot(r) for r in range(10, 15)) == slots
+    assert pool.states.shape[0] == 8
+    pool.free_batch(pool.request_ids())
+    assert pool.num_free_pages == 64 and pool.num_spilled_pages == 0
+    assert not pool.states.any() and not pool.lengths.any() and not pool.num_pages_of.any()
+
+
+@pytest.mark.parametrize(("tokens", "error", "match"), [
+    (np.array([2**32 + 5], np.int64), CapacityError, r"num_tokens=4294967301: exceeds"),
+    (2**32 + 5, CapacityError, r"num_tokens=4294967301: exceeds"),
+    (np.array([2.7]), KVCacheError, r"num_tokens='float64': must be an integer array"),
+    (np.array([-1], np.int64), KVCacheError, r"num_tokens=-1: must be >= 0"),
+])
+def test_batch_token_counts_are_checked_before_the_int32_cast(tokens, error, match):
+    pool = PagePool(64, 16)
+    pool.allocate(7, 4)
+    with pytest.raises(error, match=match):
+        pool.append_batch(np.array([pool.slot(7)]), tokens)
+    with pytest.raises(CapacityError, match=r"num_tokens=4294967301: exceeds"):
+        pool.append(7, 2**32 + 5)
+    assert pool.length(7) == 4  # nothing wrapped around to a small growth

@@ -63,12 +63,13 @@ class Oracle(Policy):
             scheduled.add(i)
             (decode.append(i) if self._decoding(i) else prefill.append((i, tokens)))
         running = len(alive)
+        reserve = int(0.01 * kv.num_pages)  # vLLM's watermark: new requests leave 1% free
         for i in (int(i) for i in (self.ctx.waiting() if waiting is None else waiting)):
             if not (budget > 0 and not preempt and running < self.max_num_seqs):
                 break
             tokens = min(self._left(i), budget)
             need = kv.pages_needed(i, tokens)
-            if need > free:
+            if need > free - (reserve if running > 0 else 0):
                 break
             free, budget, running = free - need, budget - tokens, running + 1
             prefill.append((i, tokens))
@@ -76,13 +77,14 @@ class Oracle(Policy):
 
     def _prefill_first(self, running):
         kv, budget, free = self.ctx.kv, self.token_budget, self.ctx.kv.num_free_pages
-        prefill = []
+        prefill, reserve = [], int(0.01 * kv.num_pages)  # vLLM's watermark
         for i in (int(i) for i in self.ctx.waiting()):
             if len(running) + len(prefill) >= self.max_num_seqs:
                 break
             tokens = self._left(i)
             need = kv.pages_needed(i, tokens)
-            if need > free or (prefill and tokens > budget):
+            held_back = reserve if running or prefill else 0
+            if need > free - held_back or (prefill and tokens > budget):
                 break
             free, budget = free - need, budget - tokens
             prefill.append((i, tokens))

@@ -15,6 +15,7 @@ from refimpl.sched.slo.knapsack import (
     bucket_of,
     select_decode_batch,
     select_decode_batch_python,
+    tick_inputs,
 )
 
 
@@ -122,3 +123,54 @@ def test_without_urgent_requests_the_earliest_deadline_picks_the_bucket():
                                                  (1024, 2), (2047, 2), (2048, 3), (40000, 7)])
 def test_buckets_double_from_the_first_edge(tokens, bucket):
     assert bucket_of(tokens, 512) == bucket
+
+
+
+def test_with_hundreds_of_candidates_misfits_among_the_best_leave_room_for_the_rest():
+    # Past 4 * room + 64 candidates (88 for a batch of 6) only the best are heaped; when those
+    # do not fit, the batch goes on down the order into the rest (issue 16). Here the seven
+    # earliest deadlines are too long for the tick, and later slots are cheaper (so filling by
+    # value would pick other requests than the deadline order does).
+    n = 200
+    inst = dict(deadline_s=np.arange(n) * 1e-3, est_time_s=1e-3 * (1.5 - np.arange(n) / n),
+                weight=np.ones(n), bucket=np.zeros(n, np.int64),
+                kv_need=np.zeros(n, np.int64), active=np.ones(n, bool))
+    inst["est_time_s"][:7] = 0.02
+    chosen = run(inst, horizon=1.0)
+    assert chosen == [7, 8, 9, 10, 11, 12]  # urgent, by deadline, past the misfits
+    assert chosen == select_decode_batch_python(*inst.values(), 0.0, 1.0, 0.01, 3, 6,
+                                                VALUE_PER_TIME, 0.05)
+
+
+@pytest.mark.parametrize("horizon", [1.0, 0.0])  # every request urgent, or none (all fill)
+def test_numba_and_python_agree_on_hundreds_of_candidates(horizon):
+    for seed in range(30):
+        inst = instance(np.random.default_rng(seed), 300)
+        inst["bucket"][:] = 0  # one bucket: every request a fill candidate
+        python = select_decode_batch_python(*inst.values(), 0.0, horizon, 0.01, 3, 6,
+                                            VALUE_PER_TIME, 0.05)
+        assert run(inst, horizon=horizon) == python, seed
+
+
+def test_a_request_that_exactly_fills_the_time_left_is_taken():
+    n = 2
+    inst = dict(deadline_s=np.array([0.01, 0.02]), est_time_s=np.array([0.5, 0.5]),
+                weight=np.ones(n), bucket=np.zeros(n, np.int64), kv_need=np.zeros(n, np.int64),
+                active=np.ones(n, bool))
+    assert run(inst, time_budget=1.0) == [0, 1]  # 0.5 + 0.5 is the whole tick: both fit
+
+
+def test_a_deadline_exactly_at_the_horizon_is_not_urgent():
+    # Urgent means due strictly before now + horizon; `run` checks that the pages of urgent
+    # requests left out (here the one that needs a page, with none free) are counted as such.
+    inst = dict(deadline_s=np.array([0.05]), est_time_s=np.array([1e-3]), weight=np.ones(1),
+                bucket=np.zeros(1, np.int64), kv_need=np.ones(1, np.int64),
+                active=np.ones(1, bool))
+    assert run(inst, horizon=0.05, pages=0) == []
+
+
+def test_a_decode_needs_a_page_exactly_when_its_last_page_is_full():
+    context = np.array([15, 16, 17, 32, 33])
+    _, _, kv_need, _, _ = tick_inputs(context, np.ones(5), np.ones(5, bool), 0.0, 1e-3, 0.25,
+                                      2.0, 1e-4, 1e-7, 16, 512)
+    assert kv_need.tolist() == [0, 1, 0, 1, 0]

@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 
 from refimpl.errors import ConfigError
-from refimpl.workloads import gamma_arrivals, gamma_cv, make_workload, synthetic, synthetic_names
+from refimpl.workloads import (
+    DEFAULT_CLASS,
+    assign_classes,
+    gamma_arrivals,
+    gamma_cv,
+    make_workload,
+    synthetic,
+    synthetic_names,
+)
 from refimpl.workloads.synthetic import AZURE_CODE_RATE, AZURE_CONV_RATE
 
 NUM_SAMPLES = 20_000
@@ -101,3 +109,13 @@ def test_bad_parameters_name_the_field(kwargs, field):
 def test_unknown_name_lists_the_choices():
     with pytest.raises(ConfigError, match="azure-code-like"):
         synthetic("nope")
+
+
+@pytest.mark.parametrize(("seed", "match"), [(-1, "seed=-1: must be at least 0"),
+                                             ("abc", "seed='abc': must be an integer"),
+                                             (True, "seed=True: must be an integer")])
+def test_a_seed_numpy_would_refuse_is_a_config_error_naming_it(seed, match):
+    with pytest.raises(ConfigError, match=match):
+        synthetic("azure-conv-like", num_requests=3, seed=seed)
+    with pytest.raises(ConfigError, match=match):
+        assign_classes(synthetic("azure-conv-like", num_requests=3), [DEFAULT_CLASS], seed=seed)

@@ -7,7 +7,12 @@ do not fit, the newest running request not yet scheduled is preempted (vLLM's ch
 least work is lost), or failing that the request itself. Then waiting requests start in
 queue order (arrival, or the policy's own: refimpl.sched.queues) until one does not fit (no
 skipping ahead, but past those the decision itself ended), and none starts in a step that
-preempted. The decision writes a plan and marks in the queues' scratch; it changes no request.
+preempted, nor where its pages would leave fewer than the watermark free (vLLM's block
+manager keeps `watermark=0.01` of the blocks back from new requests, so that running ones
+can grow without preempting: `vllm/core/block_manager.py`, `can_allocate`). With nothing
+running the whole pool may be taken: there is nothing to grow, and vLLM's alternative,
+rejecting a prompt that cannot fit beside the watermark, would leave it waiting forever here.
+The decision writes a plan and marks in the queues' scratch; it changes no request.
 """
 
 from __future__ import annotations
@@ -18,7 +23,15 @@ from refimpl.sched.plan import add_decode, add_preempt, add_prefill
 from refimpl.sched.queues import NUM_RUNNING, WAIT_LEN, waiting_at
 from refimpl.sched.table import COMPUTED, GENERATED, PROMPT
 
-__all__ = ["budgeted_step", "is_decoding", "uncomputed"]
+__all__ = ["WATERMARK", "budgeted_step", "is_decoding", "uncomputed", "watermark_pages"]
+
+WATERMARK = 0.01  # vLLM's default share of KV blocks new requests may not take
+
+
+@inline_kernel
+def watermark_pages(kv):
+    """Pages a new request must leave free (vLLM: int(watermark * num_gpu_blocks))."""
+    return int(WATERMARK * kv.num_pages)
 
 
 @inline_kernel
@@ -75,6 +88,7 @@ def budgeted_step(token_budget, max_num_seqs, epoch, num_order, ints, kv, q, ent
         else:
             add_prefill(entries, sizes, i, tokens)
     num_running = q.sizes[NUM_RUNNING] - num_preempted
+    reserve = watermark_pages(kv)
     k = 0
     while (k < q.sizes[WAIT_LEN] and budget > 0 and num_preempted == 0
            and num_running < max_num_seqs):
@@ -84,7 +98,7 @@ def budgeted_step(token_budget, max_num_seqs, epoch, num_order, ints, kv, q, ent
             continue
         tokens = min(uncomputed(ints, i), budget)
         need = kvm.pages_needed(kv, i, ints[COMPUTED, i], tokens)
-        if need > free:
+        if need > free - (reserve if num_running > 0 else 0):
             break
         num_running += 1
         free -= need

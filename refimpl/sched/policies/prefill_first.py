@@ -5,7 +5,8 @@ scheduling; Vidur calls it `vllm`): waiting prompts are prefilled whole, in arri
 batched up to the token budget (a prompt longer than the budget runs alone); only when no
 prompt can start do the running requests decode, all together. Prompts therefore stall
 decodes: the TPOT cost that chunked prefill was invented to remove. KV exhaustion during
-decode preempts the most recently started request.
+decode preempts the most recently started request. A prompt starts only if it leaves vLLM's
+watermark of pages free (refimpl.sched.policies.budget).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from refimpl._numba import inline_kernel
 from refimpl.kv import manager as kvm
 from refimpl.sched.plan import NUM_PREFILL, add_decode, add_preempt, add_prefill
-from refimpl.sched.policies.budget import uncomputed
+from refimpl.sched.policies.budget import uncomputed, watermark_pages
 from refimpl.sched.policy import PREFILL_FIRST, BuiltinPolicy
 from refimpl.sched.queues import NUM_RUNNING, WAIT_LEN, waiting_at
 from refimpl.sched.table import COMPUTED
@@ -25,13 +26,15 @@ __all__ = ["PrefillFirstPolicy", "plan_prefill_first"]
 def plan_prefill_first(token_budget, max_num_seqs, ints, kv, q, entries, sizes):
     """One prefill-first step: whole waiting prompts if any can start, else every decode."""
     budget, free = token_budget, kvm.num_free_pages(kv)
+    reserve = watermark_pages(kv)
     num_started = 0
     while (num_started < q.sizes[WAIT_LEN]
            and q.sizes[NUM_RUNNING] + num_started < max_num_seqs):
         i = waiting_at(q, num_started)
         tokens = uncomputed(ints, i)
         need = kvm.pages_needed(kv, i, ints[COMPUTED, i], tokens)
-        if need > free or (sizes[NUM_PREFILL] > 0 and tokens > budget):
+        held_back = reserve if q.sizes[NUM_RUNNING] + num_started > 0 else 0
+        if need > free - held_back or (sizes[NUM_PREFILL] > 0 and tokens > budget):
             break
         num_started += 1
         free -= need

@@ -32,7 +32,7 @@ from typing import NamedTuple
 import numpy as np
 
 from refimpl.config._validate import positive_int, positive_real
-from refimpl.costmodel.step import RooflineStepModel
+from refimpl.costmodel.step import compiled_coefficients
 from refimpl.errors import ConfigError
 from refimpl.kv.ladder import LadderConfig, LadderStep
 from refimpl.sched.plan import StepPlan
@@ -103,6 +103,8 @@ class SLOPolicy(Policy):
         if value_mode not in (VALUE_PER_TIME, VALUE_LATENESS):
             raise ConfigError("value_mode", value_mode, "w/time or w*lateness",
                               choices=(VALUE_PER_TIME, VALUE_LATENESS))
+        if ladder is not None and not isinstance(ladder, LadderConfig):
+            raise ConfigError("ladder", ladder, "must be a refimpl.kv.LadderConfig or None")
         if min_chunk > max_chunk:
             raise ConfigError("min_chunk", min_chunk, f"must be <= max_chunk={max_chunk}")
         if min_tick_s > max_tick_s:
@@ -137,7 +139,7 @@ class SLOPolicy(Policy):
         self._reset()
         kind = type(self)
         compiles = (not self.python and ctx.arrays is not None
-                    and type(ctx.step_model) is RooflineStepModel
+                    and compiled_coefficients(ctx.step_model) is not None
                     and all(getattr(kind, name) is getattr(SLOPolicy, name)
                             for name in _DECISION))
         self.compiled = self._compile(ctx) if compiles else None

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from refimpl._numba import inline_kernel, kernel
-from refimpl.costmodel.step import roofline_step_s
+from refimpl.costmodel.step import step_s
 from refimpl.sched import plan as p
 from refimpl.sched.slo.compiled.projection import _holds_slot, _num_computed, _pages_held
 from refimpl.sched.slo.compiled.queues import _before
 from refimpl.sched.slo.compiled.state import HEAP_LEN, MAX_CHUNK, MAX_HEADS, PJ_FREE, WATERMARK
 from refimpl.sched.table import GENERATED, PROMPT, REQUEST_ID
 
-_step_s = inline_kernel(roofline_step_s)  # the one step-time formula, compiled
+_step_s = inline_kernel(step_s)  # the one step-time formula, compiled
 
 
 @inline_kernel

@@ -1,0 +1,105 @@
+"""Fitted GPU efficiencies: how far below its spec sheet a device runs each kind of operator.
+
+The figures are fitted by `refimpl calibrate-gpu` (refimpl.costmodel.gpu_fit) to Vidur's
+public per-operator profiles (microsoft/vidur, MIT licence, commit
+7d47513363ec447a741ac5e47241580b47724fbf, data/profiling/compute and network); the profiles
+themselves are not shipped. Each operator takes a fixed launch cost plus its roofline time
+at a fitted fraction of peak FLOP/s or bandwidth (refimpl.costmodel.gpu_ops says how).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from refimpl.config._validate import positive_int, positive_real
+from refimpl.errors import ConfigError
+
+__all__ = ["Efficiency", "GemmFit", "LinkFit", "OpFit"]
+
+
+def _fraction(field: str, value: float) -> None:
+    positive_real(field, value)
+    if value > 1.5:  # a little above 1 is a fit absorbing caches; far above is a wrong peak
+        raise ConfigError(field, value, "an efficiency must be a fraction of peak (<= 1.5)")
+
+
+def _seconds(field: str, value: float) -> None:
+    if not (isinstance(value, float | int) and 0 <= value < 1):
+        raise ConfigError(field, value, "must be seconds in [0, 1)")
+
+
+@dataclass(frozen=True)
+class GemmFit:
+    """Linear layers: t = launch + (t_mem^p + t_flop^p)^(1/p), a smooth roofline; t_flop
+    counts the rows padded to whole tiles."""
+
+    launch_s: float  # fixed cost of one GEMM kernel
+    compute_efficiency: float  # fraction of peak FLOP/s a large GEMM reaches
+    weight_read_efficiency: float  # fraction of bandwidth a weight-bound GEMM reaches
+    rows_half: float  # rows of FLOP time every GEMM pays beyond its tiles (under-filled SMs)
+    sharpness: float  # p: how sharply the memory and compute limits meet (inf: max())
+    tile_rows: int = 64  # rows per tile: a batch's rows are padded up to a multiple
+
+    def __post_init__(self) -> None:
+        _seconds("launch_s", self.launch_s)
+        _fraction("compute_efficiency", self.compute_efficiency)
+        _fraction("weight_read_efficiency", self.weight_read_efficiency)
+        positive_real("rows_half", self.rows_half)
+        positive_real("sharpness", self.sharpness)
+        positive_int("tile_rows", self.tile_rows)
+
+
+@dataclass(frozen=True)
+class OpFit:
+    """A memory-bound operator: the smooth max of its launch and bytes / (bandwidth * eff)."""
+
+    launch_s: float
+    efficiency: float
+    sharpness: float  # p of the smooth max (refimpl.costmodel.gpu_ops.op_s)
+
+    def __post_init__(self) -> None:
+        _seconds("launch_s", self.launch_s)
+        _fraction("efficiency", self.efficiency)
+        positive_real("sharpness", self.sharpness)
+
+
+@dataclass(frozen=True)
+class LinkFit:
+    """An all-reduce over `num_gpus`: t = launch + bytes / bytes_per_s (its bus bandwidth)."""
+
+    num_gpus: int
+    launch_s: float
+    bytes_per_s: float
+
+    def __post_init__(self) -> None:
+        positive_int("num_gpus", self.num_gpus)
+        _seconds("launch_s", self.launch_s)
+        positive_real("bytes_per_s", self.bytes_per_s)
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """One GPU's fitted figures (module doc), and the attention figure that is assumed."""
+
+    gemm: GemmFit
+    norm: OpFit  # RMSNorm (input and post-attention; read and write the hidden state)
+    rope: OpFit  # rotary embedding of Q and K
+    act: OpFit  # SiLU(gate) * up
+    add: OpFit  # a residual add
+    emb: OpFit  # the token-embedding look-up
+    all_reduce: tuple[LinkFit, ...]  # one per TP degree profiled
+    # Not fitted: Vidur's attention profiles are not among the public figures used here.
+    # FlashAttention-2 reports 50-73% of peak on A100 forward (Dao 2023); 0.5 is its low end.
+    attention_efficiency: float = 0.5
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        _fraction("attention_efficiency", self.attention_efficiency)
+
+    def link(self, num_gpus: int) -> LinkFit:
+        """The all-reduce figures for `num_gpus` GPUs."""
+        for fit in self.all_reduce:
+            if fit.num_gpus == num_gpus:
+                return fit
+        raise ConfigError("num_gpus", num_gpus, "no all-reduce figures for this TP degree",
+                          choices=[fit.num_gpus for fit in self.all_reduce])

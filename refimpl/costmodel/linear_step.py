@@ -1,0 +1,82 @@
+"""`LinearStepModel`: a step's time as a non-negative sum of its counts, fitted to measured steps.
+
+The real engine's cost model (refimpl.engine.step_profile measures the steps): on a CPU a step
+is compute-bound almost everywhere, so time is close to linear in the work, plus fixed costs
+that the roofline cannot see (per-step and per-sequence Python and kernel launches). Features,
+one coefficient each, all >= 0 (fitted on relative error, `nnls_relative`, so small steps
+weigh as much as large ones):
+- a fixed cost per non-empty step, another when the step has more than one row (BLAS turns
+  from a matrix-vector product to a matrix product, which packs the weights: on this CPU an
+  (M, 512) x (512, 2816) product took 0.52 ms at M = 1 and 1.55 ms at M = 2 to 8), and
+  another when the step holds prompt chunks;
+- per decoding sequence (its LM-head row and its per-sequence bookkeeping);
+- per new token, decode or prompt (the linear layers);
+- per causal query-key pair of the chunks, and per context token the decodes read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from refimpl.costmodel.fit import nnls_relative
+from refimpl.costmodel.step import PartsStepModel
+from refimpl.errors import ConfigError
+
+__all__ = ["FEATURES", "LinearStepModel", "step_features"]
+
+FEATURES = ("step_s", "multi_row_step_s", "prefill_step_s", "per_decode_seq_s", "per_token_s",
+            "per_pair_s", "per_context_token_s")
+
+
+def step_features(counts: np.ndarray) -> np.ndarray:
+    """(n, 7) features of steps given as (n, 4) counts: prefill tokens, causal pairs, decode
+    sequences, decode context tokens."""
+    counts = np.asarray(counts, np.float64).reshape(-1, 4)
+    prefill, pairs, seqs, context = counts.T
+    return np.column_stack([np.ones(len(counts)), prefill + seqs > 1, prefill > 0, seqs,
+                            prefill + seqs, pairs, context])
+
+
+class LinearStepModel(PartsStepModel):
+    """Seconds of a step: its features times fitted coefficients (see the module)."""
+
+    def __init__(self, coefficients: Sequence[float], *, source: str = "") -> None:
+        values = np.asarray(coefficients, np.float64)
+        if values.shape != (len(FEATURES),) or not np.all(np.isfinite(values)) \
+                or (values < 0).any():
+            raise ConfigError("coefficients", list(values.ravel()),
+                              f"must be {len(FEATURES)} finite values >= 0 ({FEATURES})")
+        self.coefficients = tuple(float(c) for c in values)
+        self.source = source  # what it was fitted to
+
+    @classmethod
+    def fit(cls, counts: np.ndarray, seconds: np.ndarray, *, source: str = ""
+            ) -> LinearStepModel:
+        """The coefficients that best fit measured `seconds` of steps with these `counts`."""
+        seconds = np.asarray(seconds, np.float64)
+        if seconds.ndim != 1 or len(seconds) < len(FEATURES) or not (seconds > 0).all():
+            raise ConfigError("seconds", f"{len(seconds)} samples", f"need at least "
+                              f"{len(FEATURES)} measured times, all > 0")
+        return cls(nnls_relative(step_features(counts), seconds), source=source)
+
+    def predict(self, counts: np.ndarray) -> np.ndarray:
+        """Seconds of each step given as (n, 4) counts (0 for an empty step)."""
+        rows = np.asarray(counts, np.int64).reshape(-1, 4)
+        return np.array([self.step_time_parts(*map(int, row)) for row in rows])
+
+    def step_time_parts(self, prefill_tokens: int, prefill_pairs: int, decode_seqs: int,
+                        decode_context_tokens: int) -> float:
+        """`step_time` from the four counts (the loop's hot path)."""
+        rows = prefill_tokens + decode_seqs
+        if rows <= 0:
+            return 0.0
+        c = self.coefficients
+        return (c[0] + (c[1] if rows > 1 else 0.0) + (c[2] if prefill_tokens > 0 else 0.0)
+                + c[3] * decode_seqs + c[4] * rows + c[5] * prefill_pairs
+                + c[6] * decode_context_tokens)
+
+    def as_dict(self) -> dict[str, float]:
+        """The coefficients by feature name."""
+        return dict(zip(FEATURES, self.coefficients, strict=True))

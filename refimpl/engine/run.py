@@ -1,0 +1,211 @@
+"""`run`: serve a workload on a real Llama-style model executed by refimpl's kernels.
+
+The same loop, policies, gate and records as `simulate`; the difference is the executor
+(refimpl.engine.model_executor): each step's plan runs on the model over the pool's own K/V
+pages, and the clock advances by the step's measured wall time. The clock jumps over idle
+gaps to the next arrival, as the simulated one does: an idle server has nothing to time, so
+a run takes about the time its steps take, not the trace's span.
+
+Before serving, this machine's step times for the model are profiled and fitted
+(refimpl.engine.step_profile): the policies and the gate plan with that cost model, each step
+records its prediction beside the measurement, and `compare_sim` replays the same requests
+on the simulated clock with it, so the simulator's error is measured (refimpl.metrics.fidelity).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from refimpl.admission import AdmissionController, Gate
+from refimpl.costmodel.calibrate import Calibrator
+from refimpl.costmodel.profiled import default_table_for
+from refimpl.costmodel.step import StepTimeModel
+from refimpl.costmodel.table import CostTable
+from refimpl.engine.engine import Engine, Progress, warm_up
+from refimpl.engine.executor import SimulatedExecutor
+from refimpl.engine.model_executor import ModelExecutor, Slowdown, TokenCallback
+from refimpl.engine.simulate import SimulationResult, requests_from_workload
+from refimpl.engine.step_profile import BLAS_THREADS, StepProfile, profile_steps
+from refimpl.errors import ConfigError
+from refimpl.kv.pool import PagePool
+from refimpl.kv.storage import QUANTIZE_FACTOR
+from refimpl.metrics.fidelity import fidelity_report
+from refimpl.model import LlamaConfig, LlamaModel, LlamaWeights
+from refimpl.sched.policy import Policy, make_policy
+from refimpl.sched.request import Request
+from refimpl.sched.slo.policy import LADDER
+from refimpl.workloads import Workload, make_workload
+from refimpl.workloads.transforms import clip_to_context, scale_lengths
+
+__all__ = ["CPU_LENGTH_SCALE", "RunResult", "load_model", "run"]
+
+# Prompt and output lengths of a named workload are scaled by this, so a trace's shape serves
+# on a CPU in seconds: Azure conversation prompts (about 1,000 tokens) become about 125.
+CPU_LENGTH_SCALE = 0.125
+DEFAULT_KV_MEMORY_BYTES = 64 * 2**20
+
+
+@dataclass(frozen=True)
+class RunResult(SimulationResult):
+    """A real run's records, plus the tokens, each step's prediction, and the comparison."""
+
+    outputs: dict = field(default_factory=dict)  # request id -> generated token ids
+    step_log: dict = field(default_factory=dict)  # per step: counts, predicted, measured
+    profile: StepProfile | None = None  # the cost model it planned with
+    drift: bool = False  # the calibrator's detector fired during the run
+    simulated: SimulationResult | None = None  # the same requests on the simulated clock
+    fidelity: dict | None = None  # refimpl.metrics.fidelity.fidelity_report
+
+
+def load_model(model: str | os.PathLike | LlamaConfig | LlamaModel, seed: int = 0
+               ) -> LlamaModel:
+    """A preset name (seeded random weights), a local Hugging Face checkpoint folder, a
+    `LlamaConfig` (random weights) or a ready model."""
+    if isinstance(model, LlamaModel):
+        return model
+    if isinstance(model, LlamaConfig):
+        return LlamaModel(LlamaWeights.random(model, seed))
+    if isinstance(model, (str, os.PathLike)) and Path(model).is_dir():
+        return LlamaModel(LlamaWeights.load(model))
+    return LlamaModel(LlamaWeights.random(LlamaConfig.preset(str(model)), seed))
+
+
+def run(
+    workload: Workload | str | Sequence[Request] = "azure-conv-like",
+    policy: str | type | Policy = "slo",
+    *,
+    model: str | os.PathLike | LlamaConfig | LlamaModel = "tiny",
+    num_requests: int | None = None,
+    rate: float | None = None,
+    seed: int = 0,
+    length_scale: float | None = None,
+    page_size: int = 16,
+    kv_memory_bytes: int = DEFAULT_KV_MEMORY_BYTES,
+    quantized_format: str = "int8",
+    policy_params: dict | None = None,
+    admission: bool | Gate | None = None,
+    temperature: float = 0.0,
+    step_model: StepTimeModel | None = None,
+    cost_table: CostTable | None = None,
+    slowdown: Slowdown | None = None,
+    compare_sim: bool = False,
+    progress: Progress | None = None,
+    profile_progress: Progress | None = None,
+    on_token: TokenCallback | None = None,
+) -> RunResult:
+    """Serve `workload` with `policy` on a real model; deterministic tokens for a given seed
+    (times are measured, so they vary a little from run to run).
+
+    Lengths are scaled by `length_scale` (default: `CPU_LENGTH_SCALE` for a named workload,
+    1 for a `Workload`) and clipped to the model's context. `step_model` is the cost model
+    policies plan with (default: this machine's step profile of the model, measured first);
+    `cost_table` the kernels' table the policies pick tiles from, and the steps run with
+    (default: this machine's saved profile of the model, `refimpl profile`, if any);
+    `slowdown` injects drift; `compare_sim` also runs the same requests on the simulated
+    clock with that cost model and reports the error.
+    """
+    with threadpool_limits(limits=BLAS_THREADS, user_api="blas"):
+        return _run(workload, policy, model, num_requests, rate, seed, length_scale, page_size,
+                    kv_memory_bytes, quantized_format, policy_params, admission, temperature,
+                    step_model, cost_table, slowdown, compare_sim, progress, profile_progress,
+                    on_token)
+
+
+def _run(workload, policy, model, num_requests, rate, seed, length_scale, page_size,
+         kv_memory_bytes, quantized_format, policy_params, admission, temperature, step_model,
+         cost_table, slowdown, compare_sim, progress, profile_progress, on_token) -> RunResult:
+    """`run`, with BLAS held to one thread."""
+    llama = load_model(model, seed)
+    config = llama.config.to_model_config()
+    if isinstance(workload, str):
+        workload = make_workload(workload, num_requests=num_requests, rate=rate, seed=seed)
+        length_scale = CPU_LENGTH_SCALE if length_scale is None else length_scale
+    if isinstance(workload, Workload):
+        workload = clip_to_context(scale_lengths(workload, length_scale or 1.0), config)
+    requests = (list(workload) if not isinstance(workload, Workload)
+                else requests_from_workload(workload))
+    profile = None
+    if step_model is None:
+        profile = profile_steps(llama, page_size=page_size, progress=profile_progress)
+        step_model = profile.model
+    pool = _pool(config, kv_memory_bytes, page_size)
+    if cost_table is None:
+        cost_table = default_table_for(config)
+    executor = ModelExecutor(llama, step_model, seed=seed, temperature=temperature,
+                             calibrator=Calibrator(), slowdown=slowdown, on_token=on_token,
+                             cost_table=cost_table)
+    executor.attach(pool.attach_storage(config.num_layers, config.num_kv_heads,
+                                        config.head_dim, quantized_format))
+    policy = make_policy(policy, **_real_params(policy, policy_params))
+    gate = _gate(admission, policy)
+    # the replay's own policy, gate and requests, before the real run binds or fills any
+    sim_policy, sim_gate = copy.deepcopy(policy), copy.deepcopy(gate)
+    sim_requests = [copy.copy(r) for r in requests]
+    compile_s = warm_up()
+    started = time.perf_counter()
+    result = Engine(policy, executor, pool, config, gate=gate, cost_table=cost_table).run(
+        requests, progress)
+    wall_s = time.perf_counter() - started
+    settings = {"workload": getattr(workload, "name", "requests"),
+                "num_requests": len(requests), "policy": policy.name, "model": config.name,
+                "clock": "measured", "seed": seed, "page_size": page_size,
+                "kv_pages": pool.num_pages, "step_model": type(step_model).__name__,
+                "admission": gate is not None, "compile_s": compile_s,
+                "length_scale": length_scale}
+    simulated = fidelity = None
+    if compare_sim:
+        simulated = _simulate_same(sim_requests, sim_policy, sim_gate, step_model, config,
+                                   kv_memory_bytes, page_size, settings, cost_table)
+    log = executor.log.columns()
+    real = RunResult(policy.name, result.requests, result.steps, settings, wall_s,
+                     outputs=executor.outputs, step_log=log, profile=profile,
+                     drift=executor.calibrator.drifted())
+    if simulated is not None:
+        fidelity = fidelity_report(real, simulated)
+    return replace(real, simulated=simulated, fidelity=fidelity)
+
+
+def _pool(config, kv_memory_bytes: int, page_size: int) -> PagePool:
+    """The run's pool: `kv_memory_bytes` of pages, and a CPU tier as large."""
+    if isinstance(kv_memory_bytes, bool) or not isinstance(kv_memory_bytes, (int, np.integer)):
+        raise ConfigError("kv_memory_bytes", kv_memory_bytes, "must be a whole number of bytes")
+    pages = int(kv_memory_bytes) // max(page_size * config.kv_bytes_per_token(), 1)
+    return PagePool.for_model(config, kv_memory_bytes, page_size, cpu_tier_pages=pages)
+
+
+def _real_params(policy, policy_params: dict | None) -> dict:
+    """`policy_params`, with `slo`'s ladder packing this engine's float32 pages into 8 bits
+    (4x; the ladder's default, 2x, is for 16-bit KV) unless a ladder is given."""
+    params = dict(policy_params or {})
+    if policy == "slo" and "ladder" not in params:
+        params["ladder"] = replace(LADDER, quantize_factor=QUANTIZE_FACTOR)
+    return params
+
+
+def _gate(admission: bool | Gate | None, policy: Policy) -> Gate | None:
+    """The gate `simulate` would give (on for `slo` unless told otherwise)."""
+    if admission is None:
+        admission = policy.name == "slo"
+    if isinstance(admission, bool):
+        return AdmissionController() if admission else None
+    return admission
+
+
+def _simulate_same(requests: list[Request], policy: Policy, gate: Gate | None,
+                   step_model: StepTimeModel, config, kv_memory_bytes: int, page_size: int,
+                   settings: dict, cost_table: CostTable | None) -> SimulationResult:
+    """The same requests, policy and pool on the simulated clock of `step_model`."""
+    pool = _pool(config, kv_memory_bytes, page_size)
+    started = time.perf_counter()
+    run = Engine(policy, SimulatedExecutor(step_model), pool, config, gate=gate,
+                 cost_table=cost_table).run(requests)
+    return SimulationResult(policy.name, run.requests, run.steps,
+                            {**settings, "clock": "simulated"}, time.perf_counter() - started)

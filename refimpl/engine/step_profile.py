@@ -1,0 +1,114 @@
+"""This machine's step times for a real model: measured over a grid of step shapes, and fitted.
+
+The real engine's cost model, built the way Vidur builds its operator tables and DistServe its
+latency fits: time `LlamaModel.step` on decode batches, prompt chunks and mixes of both, over
+scratch pages, and fit a `LinearStepModel` to the medians. The grid is fixed and independent
+of any workload, so a run's fidelity (refimpl.metrics.fidelity) is measured on steps the fit
+never saw; a slice of the grid is held out and its error reported too.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from refimpl.costmodel.linear_step import LinearStepModel
+from refimpl.model import LlamaModel, SeqSlice
+
+__all__ = ["BLAS_THREADS", "StepProfile", "profile_steps", "step_grid"]
+
+# BLAS runs on one thread wherever the real engine runs: a step's GEMMs have a few to a few
+# hundred rows, and OpenBLAS's second thread made an (8, 512) x (512, 768) product 75x slower
+# here (30.7 ms against 0.40 ms) on a machine whose cores other processes share; the step's
+# kernels are serial too (refimpl._numba), so a step's time is one core's work.
+BLAS_THREADS = 1
+
+DECODE_BATCHES = (1, 2, 4, 8, 16, 32)
+DECODE_CONTEXTS = (32, 256)
+CHUNKS = (16, 64, 256)
+CHUNK_STARTS = (0, 256)
+MIXED = ((16, 4), (64, 8), (128, 16))  # (chunk tokens, decodes at context 128)
+
+
+@dataclass(frozen=True)
+class StepProfile:
+    """Measured steps (counts and median seconds), the fit, and its held-out error."""
+
+    counts: np.ndarray  # (n, 4): prefill tokens, causal pairs, decode seqs, decode context
+    seconds: np.ndarray  # (n,) median of the repeats
+    heldout: np.ndarray  # (n,) bool: left out of the fit
+    model: LinearStepModel
+    heldout_mape: float
+    profile_s: float  # wall time of the measurements
+
+
+def step_grid(max_context: int) -> list[tuple[list[tuple[int, int]], list[int]]]:
+    """The profiled shapes: (prompt chunks as (tokens, start), decode contexts) per step,
+    limited to positions the model accepts."""
+    shapes = [([], [context] * batch) for batch in DECODE_BATCHES for context in DECODE_CONTEXTS
+              if context <= max_context]
+    shapes += [([(tokens, start)], []) for tokens in CHUNKS for start in CHUNK_STARTS
+               if start + tokens <= max_context]
+    shapes += [([(tokens, 0)], [128] * batch) for tokens, batch in MIXED
+               if max(tokens, 128) <= max_context]
+    return shapes
+
+
+def profile_steps(model: LlamaModel, *, page_size: int = 16, repeats: int = 5,
+                  progress: Callable[[int, int], None] | None = None) -> StepProfile:
+    """Time `model.step` over `step_grid` (BLAS on one thread, as a run has it), fit a
+    `LinearStepModel`, hold every fourth shape out and report its error."""
+    with threadpool_limits(limits=BLAS_THREADS, user_api="blas"):
+        return _profile(model, page_size, repeats, progress)
+
+
+def _profile(model: LlamaModel, page_size: int, repeats: int,
+             progress: Callable[[int, int], None] | None) -> StepProfile:
+    shapes = step_grid(model.config.max_context)
+    most = max(sum(-(-(t + s) // page_size) for t, s in chunks)
+               + sum(-(-c // page_size) for c in contexts) for chunks, contexts in shapes)
+    storage = model.storage_for(most, page_size)
+    started = time.perf_counter()
+    steps = [_slices(model.config.vocab_size, page_size, chunks, contexts)
+             for chunks, contexts in shapes]
+    for seqs in steps:
+        model.step(storage, seqs)  # warm: the first call of a shape compiles or pages in
+    # Whole passes over the grid, `repeats` times: a shape's mean then spans the run, so a
+    # spell of load on a shared machine spreads over every shape instead of skewing a few.
+    times = np.zeros((repeats, len(steps)))
+    for r in range(repeats):
+        for k, seqs in enumerate(steps):
+            t0 = time.perf_counter()
+            model.step(storage, seqs)
+            times[r, k] = time.perf_counter() - t0
+        if progress is not None:
+            progress(r + 1, repeats)
+    seconds = times.mean(axis=0)
+    counts = [(sum(t for t, _ in chunks), sum(t * s + t * (t + 1) // 2 for t, s in chunks),
+               len(contexts), sum(contexts)) for chunks, contexts in shapes]
+    counts_a, seconds_a = np.array(counts, np.int64), np.array(seconds)
+    heldout = np.arange(len(shapes)) % 4 == 3
+    fit = LinearStepModel.fit(counts_a[~heldout], seconds_a[~heldout],
+                              source=f"refimpl step profile of {model.config.name}")
+    error = np.abs(fit.predict(counts_a[heldout]) / seconds_a[heldout] - 1.0)
+    full = LinearStepModel.fit(counts_a, seconds_a, source=fit.source)
+    return StepProfile(counts_a, seconds_a, heldout, full, float(error.mean()),
+                       time.perf_counter() - started)
+
+
+def _slices(vocab: int, page_size: int, chunks: list[tuple[int, int]], contexts: list[int]
+            ) -> list[SeqSlice]:
+    """The step's sequences over consecutive scratch pages (contents do not change the time)."""
+    rng = np.random.default_rng(0)
+    seqs, next_page = [], 0
+    for request_id, (length, start, tokens) in enumerate(
+            [(c, c - 1, 1) for c in contexts] + [(s + t, s, t) for t, s in chunks]):
+        pages = -(-length // page_size)
+        table = np.arange(next_page, next_page + pages, dtype=np.int64)
+        next_page += pages
+        seqs.append(SeqSlice(request_id, rng.integers(0, vocab, tokens), start, table, True))
+    return seqs

@@ -1,0 +1,59 @@
+"""How far the simulated clock is from the real one: per step, per run, and after a drift.
+
+Per step, a real run's log holds each step's prediction (the offline cost model, and the same
+corrected online by the calibrator, both made before the step ran) beside its measured time:
+their mean absolute percentage error and signed mean error. Per run, the p50 and p95 TTFT and
+TPOT of the real run against the same requests replayed on the simulated clock, and the
+relative error of each (simulated / real - 1).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refimpl.errors import ConfigError
+
+__all__ = ["LATENCY_KEYS", "fidelity_report", "step_errors", "steps_to_absorb"]
+
+LATENCY_KEYS = ("ttft_p50_s", "ttft_p95_s", "tpot_p50_s", "tpot_p95_s")
+
+
+def step_errors(predicted_s: np.ndarray, measured_s: np.ndarray) -> dict[str, float]:
+    """MAPE and signed mean error of predicted against measured step times."""
+    predicted_s, measured_s = np.asarray(predicted_s), np.asarray(measured_s)
+    if predicted_s.shape != measured_s.shape:
+        raise ConfigError("predicted_s", predicted_s.shape, f"must match measured_s "
+                          f"{measured_s.shape}")
+    if len(measured_s) == 0:
+        return {"mape": float("nan"), "signed": float("nan"), "steps": 0}
+    ratio = predicted_s / measured_s - 1.0
+    return {"mape": float(np.abs(ratio).mean()), "signed": float(ratio.mean()),
+            "steps": len(ratio)}
+
+
+def fidelity_report(real, simulated) -> dict:
+    """Per-step errors of `real`'s predictions and per-run latency errors of `simulated`
+    against `real` (a `RunResult` and a `SimulationResult` of the same requests)."""
+    log = real.step_log
+    real_summary, sim_summary = real.summary(), simulated.summary()
+    latency = {}
+    for key in LATENCY_KEYS:
+        r, s = real_summary[key], sim_summary[key]
+        latency[key] = {"real": r, "simulated": s,
+                        "error": s / r - 1.0 if r and np.isfinite(r) else float("nan")}
+    return {"offline": step_errors(log["offline_s"], log["measured_s"]),
+            "calibrated": step_errors(log["predicted_s"], log["measured_s"]),
+            "latency": latency,
+            "slo_attainment": {"real": real_summary["slo_attainment"],
+                               "simulated": sim_summary["slo_attainment"]}}
+
+
+def steps_to_absorb(predicted_s: np.ndarray, measured_s: np.ndarray, after_step: int, *,
+                    tolerance: float = 0.1, window: int = 20) -> int | None:
+    """Steps after `after_step` until the calibrated prediction is back within `tolerance`
+    (the median absolute relative error of the next `window` steps); None if never."""
+    error = np.abs(np.asarray(predicted_s) / np.asarray(measured_s) - 1.0)
+    for k in range(after_step, len(error) - window + 1):
+        if np.median(error[k:k + window]) <= tolerance:
+            return k - after_step
+    return None
