@@ -8,6 +8,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# Optional groups environment.yml leaves out on purpose: `hf` (PyTorch and transformers, for one
+# cross-check test that skips without them) would add gigabytes to every set-up.
+_NOT_MIRRORED = {"hf"}
+
 _REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9_.\-]+)\s*(.*?)\s*$")
 
 
@@ -21,8 +25,9 @@ def _split(requirement: str) -> tuple[str, str]:
 def _pyproject_requirements() -> dict[str, str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     requirements = list(project["dependencies"])
-    for group in project["optional-dependencies"].values():
-        requirements.extend(group)
+    for name, group in project["optional-dependencies"].items():
+        if name not in _NOT_MIRRORED:
+            requirements.extend(group)
     pairs = [_split(r) for r in requirements]
     merged: dict[str, str] = {}
     for name, spec in pairs:

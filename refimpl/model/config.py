@@ -120,7 +120,8 @@ class LlamaConfig:
     def to_hf_config(self) -> dict:
         """This shape as a Hugging Face `LlamaForCausalLM` `config.json` dict."""
         return {
-            "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+            "_name_or_path": self.name, "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
             "hidden_size": self.hidden_size, "num_hidden_layers": self.num_layers,
             "num_attention_heads": self.num_heads, "num_key_value_heads": self.num_kv_heads,
             "head_dim": self.head_dim, "intermediate_size": self.intermediate_size,

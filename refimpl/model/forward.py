@@ -29,7 +29,7 @@ class LlamaModel:
     def __init__(self, weights: LlamaWeights, *, sram_budget_bytes: int | None = None) -> None:
         self.weights = weights
         self.config = weights.config
-        self.sram_budget_bytes = sram_budget_bytes
+        self.sram_budget_bytes = sram_budget_bytes  # None: the kernels' default_sram_budget()
         c = self.config
         angles = rope_angles(np.arange(c.max_context), c.head_dim, c.rope_theta)
         self._cos = np.cos(angles).astype(np.float32)  # (max_context, d/2)
@@ -63,7 +63,9 @@ class LlamaModel:
             x = x + attended.reshape(-1, c.q_size) @ layer.wo
             gate_up = self._rms_norm(x, layer.post_norm) @ layer.w_gate_up  # (N, 2I)
             gate, up = gate_up[:, : c.intermediate_size], gate_up[:, c.intermediate_size :]
-            x = x + (gate / (1.0 + np.exp(-gate)) * up) @ layer.w_down  # SiLU(gate) * up
+            with np.errstate(over="ignore"):  # exp(-g) = inf for g < -88: SiLU is -0 there
+                silu = gate / (1.0 + np.exp(-gate))
+            x = x + (silu * up) @ layer.w_down
         last = self._rms_norm(x[plan.logit_rows], w.final_norm)  # (M, h)
         return last @ w.lm_head  # (M, V)
 

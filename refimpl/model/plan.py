@@ -25,7 +25,13 @@ __all__ = ["DecodeGroup", "SeqSlice", "Span", "StepPlan", "plan_step"]
 
 @dataclass(frozen=True)
 class SeqSlice:
-    """One sequence's part of an engine step: `tokens` at positions [start, start + n)."""
+    """One sequence's part of an engine step: `tokens` at positions [start, start + n).
+
+    `start` is the request's computed tokens (its K/V already in the pages); `page_table` is
+    the pool's current table of the request, which must already cover start + n tokens (P a
+    page, 4P once the request is quantized). A prefill chunk and a decode are the same thing
+    with n > 1 and n == 1; `want_logits` is for the chunk that ends the prompt, and decodes.
+    """
 
     request_id: int  # key into KVStorage (its quantized-format look-up)
     tokens: np.ndarray  # int64 (n,) new token ids

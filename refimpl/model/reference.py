@@ -60,5 +60,7 @@ def reference_logits(weights: LlamaWeights, tokens: np.ndarray) -> np.ndarray:
         x = x + attended @ layer.wo
         gate, up = np.split(_rms_norm(x, layer.post_norm, c.rms_norm_eps) @ layer.w_gate_up, 2,
                             axis=1)
-        x = x + (gate / (1.0 + np.exp(-gate)) * up) @ layer.w_down  # SiLU(gate) * up
+        with np.errstate(over="ignore"):  # exp(-g) = inf for g < -88: SiLU is -0 there
+            silu = gate / (1.0 + np.exp(-gate))
+        x = x + (silu * up) @ layer.w_down
     return _rms_norm(x, weights.final_norm, c.rms_norm_eps) @ weights.lm_head

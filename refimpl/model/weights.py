@@ -170,9 +170,11 @@ class LlamaWeights:
         config = self.config.to_hf_config() | {"torch_dtype": dtype}
         (folder / "config.json").write_text(json.dumps(config, indent=2))
         arrays = {name: _encode(x, dtype) for name, x in self.hf_tensors().items()}
+        # The specs point into `arrays`' buffers, which this frame keeps alive while writing.
         specs = {name: TensorSpec(dtype=dtype, shape=x.shape, data_ptr=x.ctypes.data,
                                   data_len=x.nbytes) for name, x in arrays.items()}
-        serialize_file(specs, str(folder / "model.safetensors"))  # `arrays` keeps data alive
+        # transformers refuses a file whose metadata does not name a framework it knows.
+        serialize_file(specs, str(folder / "model.safetensors"), metadata={"format": "pt"})
 
 
 def _shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
@@ -215,7 +217,7 @@ def _check(name: str, x: object, shape: tuple[int, ...]) -> None:
         raise ModelInputError(name, x.shape, f"wrong shape (want {shape})")
 
 
-_DECODE = {"F32": np.float32, "F16": np.float16, "F64": np.float64}
+_DECODE = {"F32": "<f4", "F16": "<f2", "F64": "<f8"}  # safetensors is little-endian
 
 
 def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
@@ -233,9 +235,9 @@ def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
         if kind == "BF16":  # the top half of a float32: widen by shifting the bits up
             bits = np.frombuffer(data, dtype="<u2").astype(np.uint32) << 16
             tensors[name] = bits.view(np.float32).reshape(shape)
-        elif kind in _DECODE:
-            tensors[name] = np.frombuffer(data, dtype=_DECODE[kind]).astype(np.float32).reshape(
-                shape)
+        elif kind in _DECODE:  # F32 stays in its (writable) buffer: no copy
+            values = np.frombuffer(data, dtype=_DECODE[kind])
+            tensors[name] = values.astype(np.float32, copy=False).reshape(shape)
         else:
             raise ModelInputError(name, kind, "unsupported tensor dtype",
                                   choices=("F32", "F16", "BF16", "F64"))
