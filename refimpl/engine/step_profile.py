@@ -29,9 +29,9 @@ BLAS_THREADS = 1
 
 DECODE_BATCHES = (1, 2, 4, 8, 16, 32)
 DECODE_CONTEXTS = (32, 256)
-CHUNKS = (16, 64, 256)
+CHUNKS = (16, 32, 64, 128, 256, 512)
 CHUNK_STARTS = (0, 256)
-MIXED = ((16, 4), (64, 8), (128, 16))  # (chunk tokens, decodes at context 128)
+MIXED = ((16, 4), (64, 8), (128, 16), (256, 8), (512, 4))  # (chunk tokens, decodes at 128)
 
 
 @dataclass(frozen=True)
