@@ -129,6 +129,7 @@ def test_a_list_of_other_things_than_requests_is_refused():
     ({"policy_params": {"bogus": 1}},
      r"policy_params='bogus': is not a parameter of SLOPolicy \(choose from: max_batch"),
     ({"policy_params": {"ladder": "x"}}, "ladder='x': must be a refimpl.kv.LadderConfig"),
+    ({"policy_params": {"kv_watermark": 1.5}}, "kv_watermark=1.5: is a share of the pool"),
 ])
 def test_bad_run_options_are_refused_naming_the_field(options, match):
     with pytest.raises(ConfigError, match=match):

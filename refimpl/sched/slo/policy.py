@@ -100,6 +100,8 @@ class SLOPolicy(Policy):
         for field in ("min_tick_s", "max_tick_s", "horizon_ticks", "lateness_scale_s",
                       "kv_watermark"):
             positive_real(field, locals()[field])
+        if kv_watermark > 1:
+            raise ConfigError("kv_watermark", kv_watermark, "is a share of the pool, at most 1")
         if value_mode not in (VALUE_PER_TIME, VALUE_LATENESS):
             raise ConfigError("value_mode", value_mode, "w/time or w*lateness",
                               choices=(VALUE_PER_TIME, VALUE_LATENESS))
