@@ -159,7 +159,10 @@ def _run(workload, policy, model, num_requests, rate, seed, length_scale, page_s
                 "clock": "measured", "seed": seed, "page_size": page_size,
                 "kv_pages": pool.num_pages, "step_model": type(step_model).__name__,
                 "admission": gate is not None, "compile_s": compile_s,
-                "length_scale": length_scale}
+                "length_scale": length_scale,
+                "step_profile": None if profile is None else {
+                    "coefficients": profile.model.as_dict(), "heldout_mape": profile.heldout_mape,
+                    "profile_s": profile.profile_s}}
     simulated = fidelity = None
     if compare_sim:
         simulated = _simulate_same(sim_requests, sim_policy, sim_gate, step_model, config,

@@ -22,6 +22,8 @@ def test_run_serves_on_the_real_engine_and_compares_with_the_simulator(tmp_path,
     summary = report["policies"]["vllm"]
     assert summary["num_requests"] == 8 and summary["num_finished"] == 8
     assert report["settings"]["clock"] == "measured"
+    profile = report["settings"]["step_profile"]  # the cost model it planned with
+    assert profile["heldout_mape"] >= 0 and set(profile["coefficients"]) >= {"per_token_s"}
     assert (tmp_path / "timeline.png").read_bytes()[:4] == b"\x89PNG"
 
 
