@@ -20,16 +20,17 @@ from pathlib import Path
 
 from refimpl.bench._report import publish
 from refimpl.config.slo_sets import SLOSet, one_class
-from refimpl.engine.engine import Engine
-from refimpl.engine.executor import SimulatedExecutor
 from refimpl.engine.model_executor import Slowdown
-from refimpl.engine.run import CPU_LENGTH_SCALE, DEFAULT_KV_MEMORY_BYTES, load_model
+from refimpl.engine.run import (
+    CPU_LENGTH_SCALE,
+    DEFAULT_KV_MEMORY_BYTES,
+    load_model,
+    replay_simulated,
+)
 from refimpl.engine.run import run as run_real
-from refimpl.engine.simulate import requests_from_workload
+from refimpl.engine.simulate import gate_for, requests_from_workload
 from refimpl.engine.step_profile import profile_steps
-from refimpl.kv.pool import PagePool
 from refimpl.metrics.fidelity import LATENCY_KEYS, steps_to_absorb
-from refimpl.metrics.summary import summarize
 from refimpl.sched.policy import make_policy
 from refimpl.workloads import assign_slo_set, make_workload, scale_to_rate
 from refimpl.workloads.transforms import clip_to_context, scale_lengths
@@ -90,10 +91,10 @@ def _capacity(workload, policy: str, step_model, config) -> float:
     """The highest rate at which `policy` meets 90% of SLOs on the simulated clock."""
     def attained(rate: float) -> float:
         requests = requests_from_workload(scale_to_rate(workload, rate))
-        pool = PagePool.for_model(config, DEFAULT_KV_MEMORY_BYTES, 16)
-        engine = Engine(make_policy(policy), SimulatedExecutor(step_model), pool, config)
-        out = engine.run(requests)
-        return summarize(out.requests, out.steps)["slo_attainment"]
+        made = make_policy(policy)
+        replay = replay_simulated(requests, made, gate_for(None, made), step_model, config,
+                                  DEFAULT_KV_MEMORY_BYTES, 16, {})
+        return replay.summary()["slo_attainment"]
 
     low, high = 0.25, 0.5
     while attained(high) >= 0.9 and high < 1e4:

@@ -1,7 +1,8 @@
-"""Which step-time model a run gets: calibrated, the ideal roofline, or fitted to this machine.
+"""Which step-time model a run gets (calibrated, the ideal roofline, or fitted to this
+machine), and which of them the loop computes compiled.
 
-Apart from both models' modules so that neither imports the other: `step.py` holds the
-analytic model, `profiled.py` the fitted one (which builds on `step.py`), and this the choice.
+Apart from the models' modules so that none imports another: `step.py` holds the analytic
+model and the compiled formula, `calibrated.py` and `profiled.py` build on it, this chooses.
 """
 
 from __future__ import annotations
@@ -11,13 +12,13 @@ from typing import TYPE_CHECKING
 from refimpl.config.hardware import HardwareSpec
 from refimpl.config.model import ModelConfig
 from refimpl.costmodel.calibrated import CalibratedStepModel
-from refimpl.costmodel.step import RooflineStepModel, StepTimeModel
+from refimpl.costmodel.step import RooflineStepModel, StepCoefficients, StepTimeModel
 from refimpl.errors import ConfigError
 
 if TYPE_CHECKING:
     from refimpl.costmodel.table import CostTable
 
-__all__ = ["STEP_MODELS", "step_time_model"]
+__all__ = ["STEP_MODELS", "compiled_coefficients", "step_time_model"]
 
 STEP_MODELS = ("auto", "calibrated", "roofline")  # names a run may ask for
 
@@ -48,3 +49,11 @@ def step_time_model(model: ModelConfig, hardware: HardwareSpec,
     if table is None:
         return RooflineStepModel(model, hardware)
     return ProfiledStepModel(table, model)
+
+
+def compiled_coefficients(step_model: object) -> StepCoefficients | None:
+    """The coefficients the loop runs compiled, if `step_model` is exactly one of the models
+    `step_s` computes (a subclass may change the formula: it goes through the bridge)."""
+    if type(step_model) in (RooflineStepModel, CalibratedStepModel):
+        return step_model.coefficients
+    return None

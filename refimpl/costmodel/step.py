@@ -28,7 +28,6 @@ __all__ = [
     "StepCoefficients",
     "StepShape",
     "StepTimeModel",
-    "compiled_coefficients",
     "no_coefficients",
     "step_s",
 ]
@@ -172,16 +171,6 @@ def step_s(c: StepCoefficients, prefill_tokens: int, prefill_pairs: int, decode_
                                             decode_context_tokens * c.kv_s_per_context_token
                                             + decode_seqs * c.new_token_s)
     return c.overhead_s + linear_s + attention_s
-
-
-def compiled_coefficients(step_model: object) -> StepCoefficients | None:
-    """The coefficients the loop runs compiled, if `step_model` is exactly one of the models
-    `step_s` computes (a subclass may change the formula: it goes through the bridge)."""
-    from refimpl.costmodel.calibrated import CalibratedStepModel
-
-    if type(step_model) in (RooflineStepModel, CalibratedStepModel):
-        return step_model.coefficients
-    return None
 
 
 class RooflineStepModel(PartsStepModel):

@@ -17,7 +17,8 @@ import numpy as np
 from numba import objmode
 
 from refimpl._numba import inline_kernel, kernel
-from refimpl.costmodel.step import compiled_coefficients, no_coefficients, step_s
+from refimpl.costmodel.choose import compiled_coefficients
+from refimpl.costmodel.step import no_coefficients, step_s
 from refimpl.engine import bridge
 from refimpl.engine.executor import COMPILED_STEP, MEASURED
 from refimpl.kv.manager import KVState

@@ -8,7 +8,8 @@ through the bridge.
 
 from __future__ import annotations
 
-from refimpl.costmodel.step import StepTimeModel, compiled_coefficients, no_coefficients
+from refimpl.costmodel.choose import compiled_coefficients
+from refimpl.costmodel.step import StepTimeModel, no_coefficients
 
 __all__ = ["BRIDGED", "COMPILED_STEP", "MEASURED", "NO_COEFFICIENTS", "SimulatedExecutor"]
 

@@ -39,28 +39,8 @@ from refimpl.errors import ConfigError, KVCacheError
 from refimpl.kv.manager import KVState
 from refimpl.kv.storage import QUANTIZE_FACTOR, KVStorage
 from refimpl.model import LlamaModel, SeqSlice
-from refimpl.sched.plan import (
-    DECODE,
-    FINISH,
-    NUM_DECODE,
-    NUM_FINISH,
-    NUM_KERNELS,
-    NUM_PREEMPT,
-    NUM_PREFILL,
-    NUM_QUANTIZE,
-    NUM_RESTORE,
-    NUM_SPILL,
-    PREEMPT,
-    PREFILL,
-    PREFILL_TOKENS,
-    QUANTIZE,
-    RESTORE,
-    SPILL,
-    PlanArrays,
-)
-from refimpl.sched.plan import (
-    QUANTIZE_FACTOR as FACTOR_ROW,
-)
+from refimpl.sched import plan as p
+from refimpl.sched.plan import PlanArrays
 from refimpl.sched.table import COMPUTED, GENERATED, PROMPT, REQUEST_ID
 
 __all__ = ["ModelExecutor", "Slowdown", "StepLog", "seeded_prompt"]
@@ -165,21 +145,21 @@ class ModelExecutor:
     def _follow_books(self, plan: PlanArrays, ints: np.ndarray, kv: KVState) -> None:
         """Make the K/V data follow the plan's tier moves and drops (books already moved)."""
         entries, sizes, storage = plan.entries, plan.sizes, self.storage
-        for k in range(sizes[NUM_SPILL]):
-            i = int(entries[SPILL, k])
+        for k in range(sizes[p.NUM_SPILL]):
+            i = int(entries[p.SPILL, k])
             storage.on_spill(i, self._tables[i].tolist(), int(ints[COMPUTED, i]))
-        for k in range(sizes[NUM_QUANTIZE]):
-            i = int(entries[QUANTIZE, k])
-            if entries[FACTOR_ROW, k] != QUANTIZE_FACTOR:
-                raise KVCacheError("plan.quantize factor", int(entries[FACTOR_ROW, k]),
+        for k in range(sizes[p.NUM_QUANTIZE]):
+            i = int(entries[p.QUANTIZE, k])
+            if entries[p.QUANTIZE_FACTOR, k] != QUANTIZE_FACTOR:
+                raise KVCacheError("plan.quantize factor", int(entries[p.QUANTIZE_FACTOR, k]),
                                    f"float32 pages repack {QUANTIZE_FACTOR}x into 8 bits")
             storage.on_quantize(i, self._tables[i].tolist(), int(ints[COMPUTED, i]))
             self._tables[i] = _table(kv, i)
-        for k in range(sizes[NUM_RESTORE]):
-            i = int(entries[RESTORE, k])
+        for k in range(sizes[p.NUM_RESTORE]):
+            i = int(entries[p.RESTORE, k])
             self._tables[i] = _table(kv, i)
             storage.on_restore(i, self._tables[i].tolist(), int(ints[COMPUTED, i]))
-        for rows, count in ((PREEMPT, NUM_PREEMPT), (FINISH, NUM_FINISH)):
+        for rows, count in ((p.PREEMPT, p.NUM_PREEMPT), (p.FINISH, p.NUM_FINISH)):
             for k in range(sizes[count]):
                 i = int(entries[rows, k])
                 storage.on_free(i)
@@ -188,7 +168,7 @@ class ModelExecutor:
     def _tiles(self, plan: PlanArrays, kernel_names: Sequence[str]) -> dict[str, dict]:
         """The kernel options of the plan's picks, by the model's attention call."""
         tiles: dict[str, dict] = {}
-        for code in plan.kernels[:plan.sizes[NUM_KERNELS]]:
+        for code in plan.kernels[:plan.sizes[p.NUM_KERNELS]]:
             name = kernel_names[code]
             params = self._kernel_params.get(name)
             if params is None:
@@ -208,9 +188,9 @@ class ModelExecutor:
                  tiles: dict[str, dict]) -> None:
         """One forward pass over the plan's decodes and chunks; sample where a token is due."""
         entries, sizes = plan.entries, plan.sizes
-        work = [(int(entries[DECODE, k]), 1) for k in range(sizes[NUM_DECODE])]
-        work += [(int(entries[PREFILL, k]), int(entries[PREFILL_TOKENS, k]))
-                 for k in range(sizes[NUM_PREFILL])]
+        work = [(int(entries[p.DECODE, k]), 1) for k in range(sizes[p.NUM_DECODE])]
+        work += [(int(entries[p.PREFILL, k]), int(entries[p.PREFILL_TOKENS, k]))
+                 for k in range(sizes[p.NUM_PREFILL])]
         seqs, due = [], []
         for i, n in work:
             tokens = self._sequence(i, ints)
@@ -252,8 +232,8 @@ class ModelExecutor:
         if rng is None:
             rng = self._rngs[request_id] = np.random.default_rng([self.seed, request_id, 1])
         z = (logits - logits.max()) / self.temperature
-        p = np.exp(z)
-        return int(rng.choice(len(p), p=p / p.sum()))
+        weights = np.exp(z)
+        return int(rng.choice(len(weights), p=weights / weights.sum()))
 
     def _emit(self, i: int, ints: np.ndarray, token: int) -> None:
         self._tokens[i].append(token)
@@ -273,17 +253,17 @@ def _table(kv: KVState, i: int) -> np.ndarray:
 def _counts(plan: PlanArrays, ints: np.ndarray) -> tuple[int, int, int, int]:
     """The step's (prefill tokens, causal pairs, decode sequences, decode context tokens)."""
     entries, sizes = plan.entries, plan.sizes
-    rows = entries[PREFILL, :sizes[NUM_PREFILL]]
-    chunk = entries[PREFILL_TOKENS, :sizes[NUM_PREFILL]]
+    rows = entries[p.PREFILL, :sizes[p.NUM_PREFILL]]
+    chunk = entries[p.PREFILL_TOKENS, :sizes[p.NUM_PREFILL]]
     done = ints[COMPUTED, rows]
-    decode = entries[DECODE, :sizes[NUM_DECODE]]
+    decode = entries[p.DECODE, :sizes[p.NUM_DECODE]]
     return (int(chunk.sum()), int((chunk * done + chunk * (chunk + 1) // 2).sum()),
             len(decode), int((ints[PROMPT, decode] + ints[GENERATED, decode]).sum()))
 
 
 def _bucket(plan: PlanArrays, counts: tuple[int, int, int, int]) -> tuple[str, int, int]:
     """The calibrator's key of a step: its phase, sequences and new tokens."""
-    chunks, decodes = int(plan.sizes[NUM_PREFILL]), counts[2]
+    chunks, decodes = int(plan.sizes[p.NUM_PREFILL]), counts[2]
     phase = "decode" if chunks == 0 else "prefill" if decodes == 0 else "mixed"
     return phase, chunks + decodes, counts[0] + decodes
 

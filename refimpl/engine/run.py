@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from refimpl.admission import AdmissionController, Gate
+from refimpl.admission import Gate
 from refimpl.costmodel.calibrate import Calibrator
 from refimpl.costmodel.profiled import default_table_for
 from refimpl.costmodel.step import StepTimeModel
@@ -32,7 +32,7 @@ from refimpl.costmodel.table import CostTable
 from refimpl.engine.engine import Engine, Progress, warm_up
 from refimpl.engine.executor import SimulatedExecutor
 from refimpl.engine.model_executor import ModelExecutor, Slowdown, TokenCallback
-from refimpl.engine.simulate import SimulationResult, requests_from_workload
+from refimpl.engine.simulate import SimulationResult, gate_for, requests_from_workload
 from refimpl.engine.step_profile import BLAS_THREADS, StepProfile, profile_steps
 from refimpl.errors import ConfigError
 from refimpl.kv.pool import PagePool
@@ -45,7 +45,7 @@ from refimpl.sched.slo.policy import LADDER
 from refimpl.workloads import Workload, make_workload
 from refimpl.workloads.transforms import clip_to_context, scale_lengths
 
-__all__ = ["CPU_LENGTH_SCALE", "RunResult", "load_model", "run"]
+__all__ = ["CPU_LENGTH_SCALE", "RunResult", "load_model", "real_pool", "replay_simulated", "run"]
 
 # Prompt and output lengths of a named workload are scaled by this, so a trace's shape serves
 # on a CPU in seconds: Azure conversation prompts (about 1,000 tokens) become about 125.
@@ -113,71 +113,61 @@ def run(
     clock with that cost model and reports the error.
     """
     with threadpool_limits(limits=BLAS_THREADS, user_api="blas"):
-        return _run(workload, policy, model, num_requests, rate, seed, length_scale, page_size,
-                    kv_memory_bytes, quantized_format, policy_params, admission, temperature,
-                    step_model, cost_table, slowdown, compare_sim, progress, profile_progress,
-                    on_token)
+        llama = load_model(model, seed)
+        config = llama.config.to_model_config()
+        if isinstance(workload, str):
+            workload = make_workload(workload, num_requests=num_requests, rate=rate, seed=seed)
+            length_scale = CPU_LENGTH_SCALE if length_scale is None else length_scale
+        if isinstance(workload, Workload):
+            workload = clip_to_context(scale_lengths(workload, length_scale or 1.0), config)
+        requests = (list(workload) if not isinstance(workload, Workload)
+                    else requests_from_workload(workload))
+        profile = None
+        if step_model is None:
+            profile = profile_steps(llama, page_size=page_size, progress=profile_progress)
+            step_model = profile.model
+        pool = real_pool(config, kv_memory_bytes, page_size)
+        if cost_table is None:
+            cost_table = default_table_for(config)
+        executor = ModelExecutor(llama, step_model, seed=seed, temperature=temperature,
+                                 calibrator=Calibrator(), slowdown=slowdown, on_token=on_token,
+                                 cost_table=cost_table)
+        executor.attach(pool.attach_storage(config.num_layers, config.num_kv_heads,
+                                            config.head_dim, quantized_format))
+        policy = make_policy(policy, **_real_params(policy, policy_params))
+        gate = gate_for(admission, policy)
+        # the replay's own policy, gate and requests, before the real run binds or fills any
+        sim_policy, sim_gate = copy.deepcopy(policy), copy.deepcopy(gate)
+        sim_requests = [copy.copy(r) for r in requests]
+        compile_s = warm_up()
+        started = time.perf_counter()
+        result = Engine(policy, executor, pool, config, gate=gate, cost_table=cost_table).run(
+            requests, progress)
+        wall_s = time.perf_counter() - started
+        settings = {"workload": getattr(workload, "name", "requests"),
+                    "num_requests": len(requests), "policy": policy.name, "model": config.name,
+                    "clock": "measured", "seed": seed, "page_size": page_size,
+                    "kv_pages": pool.num_pages, "step_model": type(step_model).__name__,
+                    "admission": gate is not None, "compile_s": compile_s,
+                    "length_scale": length_scale,
+                    "step_profile": None if profile is None else {
+                        "coefficients": profile.model.as_dict(),
+                        "heldout_mape": profile.heldout_mape, "profile_s": profile.profile_s}}
+        simulated = fidelity = None
+        if compare_sim:
+            simulated = replay_simulated(sim_requests, sim_policy, sim_gate, step_model, config,
+                                         kv_memory_bytes, page_size, settings, cost_table)
+        log = executor.log.columns()
+        real = RunResult(policy.name, result.requests, result.steps, settings, wall_s,
+                         outputs=executor.outputs, step_log=log, profile=profile,
+                         drift=executor.calibrator.drifted())
+        if simulated is not None:
+            fidelity = fidelity_report(real, simulated)
+        return replace(real, simulated=simulated, fidelity=fidelity)
 
 
-def _run(workload, policy, model, num_requests, rate, seed, length_scale, page_size,
-         kv_memory_bytes, quantized_format, policy_params, admission, temperature, step_model,
-         cost_table, slowdown, compare_sim, progress, profile_progress, on_token) -> RunResult:
-    """`run`, with BLAS held to one thread."""
-    llama = load_model(model, seed)
-    config = llama.config.to_model_config()
-    if isinstance(workload, str):
-        workload = make_workload(workload, num_requests=num_requests, rate=rate, seed=seed)
-        length_scale = CPU_LENGTH_SCALE if length_scale is None else length_scale
-    if isinstance(workload, Workload):
-        workload = clip_to_context(scale_lengths(workload, length_scale or 1.0), config)
-    requests = (list(workload) if not isinstance(workload, Workload)
-                else requests_from_workload(workload))
-    profile = None
-    if step_model is None:
-        profile = profile_steps(llama, page_size=page_size, progress=profile_progress)
-        step_model = profile.model
-    pool = _pool(config, kv_memory_bytes, page_size)
-    if cost_table is None:
-        cost_table = default_table_for(config)
-    executor = ModelExecutor(llama, step_model, seed=seed, temperature=temperature,
-                             calibrator=Calibrator(), slowdown=slowdown, on_token=on_token,
-                             cost_table=cost_table)
-    executor.attach(pool.attach_storage(config.num_layers, config.num_kv_heads,
-                                        config.head_dim, quantized_format))
-    policy = make_policy(policy, **_real_params(policy, policy_params))
-    gate = _gate(admission, policy)
-    # the replay's own policy, gate and requests, before the real run binds or fills any
-    sim_policy, sim_gate = copy.deepcopy(policy), copy.deepcopy(gate)
-    sim_requests = [copy.copy(r) for r in requests]
-    compile_s = warm_up()
-    started = time.perf_counter()
-    result = Engine(policy, executor, pool, config, gate=gate, cost_table=cost_table).run(
-        requests, progress)
-    wall_s = time.perf_counter() - started
-    settings = {"workload": getattr(workload, "name", "requests"),
-                "num_requests": len(requests), "policy": policy.name, "model": config.name,
-                "clock": "measured", "seed": seed, "page_size": page_size,
-                "kv_pages": pool.num_pages, "step_model": type(step_model).__name__,
-                "admission": gate is not None, "compile_s": compile_s,
-                "length_scale": length_scale,
-                "step_profile": None if profile is None else {
-                    "coefficients": profile.model.as_dict(), "heldout_mape": profile.heldout_mape,
-                    "profile_s": profile.profile_s}}
-    simulated = fidelity = None
-    if compare_sim:
-        simulated = _simulate_same(sim_requests, sim_policy, sim_gate, step_model, config,
-                                   kv_memory_bytes, page_size, settings, cost_table)
-    log = executor.log.columns()
-    real = RunResult(policy.name, result.requests, result.steps, settings, wall_s,
-                     outputs=executor.outputs, step_log=log, profile=profile,
-                     drift=executor.calibrator.drifted())
-    if simulated is not None:
-        fidelity = fidelity_report(real, simulated)
-    return replace(real, simulated=simulated, fidelity=fidelity)
-
-
-def _pool(config, kv_memory_bytes: int, page_size: int) -> PagePool:
-    """The run's pool: `kv_memory_bytes` of pages, and a CPU tier as large."""
+def real_pool(config, kv_memory_bytes: int, page_size: int) -> PagePool:
+    """A real run's pool: `kv_memory_bytes` of pages, and a CPU tier as large."""
     if isinstance(kv_memory_bytes, bool) or not isinstance(kv_memory_bytes, (int, np.integer)):
         raise ConfigError("kv_memory_bytes", kv_memory_bytes, "must be a whole number of bytes")
     pages = int(kv_memory_bytes) // max(page_size * config.kv_bytes_per_token(), 1)
@@ -193,20 +183,12 @@ def _real_params(policy, policy_params: dict | None) -> dict:
     return params
 
 
-def _gate(admission: bool | Gate | None, policy: Policy) -> Gate | None:
-    """The gate `simulate` would give (on for `slo` unless told otherwise)."""
-    if admission is None:
-        admission = policy.name == "slo"
-    if isinstance(admission, bool):
-        return AdmissionController() if admission else None
-    return admission
-
-
-def _simulate_same(requests: list[Request], policy: Policy, gate: Gate | None,
-                   step_model: StepTimeModel, config, kv_memory_bytes: int, page_size: int,
-                   settings: dict, cost_table: CostTable | None) -> SimulationResult:
-    """The same requests, policy and pool on the simulated clock of `step_model`."""
-    pool = _pool(config, kv_memory_bytes, page_size)
+def replay_simulated(requests: list[Request], policy: Policy, gate: Gate | None,
+                     step_model: StepTimeModel, config, kv_memory_bytes: int, page_size: int,
+                     settings: dict, cost_table: CostTable | None = None) -> SimulationResult:
+    """`requests` with `policy` and `gate` on a real run's pool, on the simulated clock of
+    `step_model`."""
+    pool = real_pool(config, kv_memory_bytes, page_size)
     started = time.perf_counter()
     run = Engine(policy, SimulatedExecutor(step_model), pool, config, gate=gate,
                  cost_table=cost_table).run(requests)

@@ -37,6 +37,7 @@ from refimpl.workloads import Workload, make_workload
 __all__ = [
     "SimulationResult",
     "cost_table_for",
+    "gate_for",
     "kv_pool_for",
     "requests_from_workload",
     "simulate",
@@ -92,6 +93,18 @@ def cost_table_for(model: ModelConfig, hardware: HardwareSpec):
     return default_table_for(model)
 
 
+def gate_for(admission: bool | Gate | None, policy: Policy) -> Gate | None:
+    """The run's gate: True a default `AdmissionController`, False none, a `Gate` itself,
+    None on for `slo` only."""
+    if not (admission is None or isinstance(admission, (bool, Gate))):
+        raise ConfigError("admission", admission, "must be True, False, None or a refimpl Gate")
+    if admission is None:
+        admission = policy.name == "slo"
+    if isinstance(admission, bool):
+        return AdmissionController() if admission else None
+    return admission
+
+
 def requests_from_workload(workload: Workload) -> list[Request]:
     """One `Request` per workload row, ids in arrival order from 0."""
     slos: dict[tuple[float, float], SLO] = {}
@@ -138,8 +151,6 @@ def simulate(
     (refimpl.metrics.audit; the replay's time is not in `wall_s`).
     """
     check_seed(seed)  # (also where the workload is given, so settings record a valid one)
-    if not (admission is None or isinstance(admission, (bool, Gate))):
-        raise ConfigError("admission", admission, "must be True, False, None or a refimpl Gate")
     model = model if isinstance(model, ModelConfig) else ModelConfig.preset(model)
     hardware = hardware if isinstance(hardware, HardwareSpec) else HardwareSpec.preset(hardware)
     if isinstance(workload, str):
@@ -150,10 +161,7 @@ def simulate(
         step_model = step_time_model(model, hardware, kind=step_model)
     pool = kv_pool_for(model, hardware, page_size)
     executor = SimulatedExecutor(step_model)
-    if admission is None:
-        admission = policy.name == "slo"
-    if isinstance(admission, bool):
-        admission = AdmissionController() if admission else None
+    admission = gate_for(admission, policy)
     runner = Engine(policy, executor, pool, model, hardware=hardware,
                     cost_table=cost_table_for(model, hardware), gate=admission)
     requests = (list(workload) if not isinstance(workload, Workload)

@@ -10,10 +10,10 @@ import pytest
 from refimpl import HardwareSpec, ModelConfig
 from refimpl.config.efficiency import Efficiency, GemmFit, LinkFit, OpFit
 from refimpl.costmodel import CalibratedStepModel, RooflineStepModel, step_time_model
+from refimpl.costmodel.choose import compiled_coefficients
 from refimpl.costmodel.gpu_fit import fit_efficiency, linear_layers_s, score
 from refimpl.costmodel.gpu_ops import gemm_terms, layer_gemms, op_s
 from refimpl.costmodel.gpu_profiles import GPU_PRESETS, read_profiles
-from refimpl.costmodel.step import compiled_coefficients
 from refimpl.errors import ConfigError
 
 from ._vidur import VIDUR, write_compute_csv, write_network_csv

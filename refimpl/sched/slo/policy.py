@@ -32,7 +32,7 @@ from typing import NamedTuple
 import numpy as np
 
 from refimpl.config._validate import positive_int, positive_real
-from refimpl.costmodel.step import compiled_coefficients
+from refimpl.costmodel.choose import compiled_coefficients
 from refimpl.errors import ConfigError
 from refimpl.kv.ladder import LadderConfig, LadderStep
 from refimpl.sched.plan import StepPlan
