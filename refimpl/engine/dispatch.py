@@ -133,7 +133,7 @@ def add_request(code, handle, slo, ints, floats, i, now):
         slo_add(slo, ints, floats, i)
 
 
-@inline_kernel
+@kernel(calls_python=True)
 def update(code, handle, slo, ints, floats, entries, sizes, num_finished, now):
     """Tell the policy the plan was committed; returns the requests it has waiting, or -1
     when the loop's own waiting queue says."""
@@ -145,9 +145,9 @@ def update(code, handle, slo, ints, floats, entries, sizes, num_finished, now):
 
 
 @inline_kernel
-def num_waiting(policy_waiting, q):
-    """Requests admitted and not running: the policy's count, or the loop's queue."""
-    return q.sizes[WAIT_LEN] if policy_waiting < 0 else policy_waiting
+def num_waiting(policy_waiting, queue_sizes):
+    """Requests admitted and not running: the policy's count, or the loop's queue's."""
+    return queue_sizes[WAIT_LEN] if policy_waiting < 0 else policy_waiting
 
 
 @inline_kernel

@@ -134,7 +134,7 @@ def serve(config, params, rates, coefficients, ints, floats, kv, q, slo, gs, pla
         if num_steps == step_f.shape[0]:
             step_f, step_i = _doubled(step_f), _doubled(step_i)
         _record(step_f[num_steps], step_i[num_steps], kv, sizes, entries, now, duration_s,
-                decision_s, d.num_waiting(policy_waiting, q) + gate_queued)
+                decision_s, d.num_waiting(policy_waiting, q.sizes) + gate_queued)
         now += duration_s
         num_steps += 1
         if config[PROGRESS] > 0 and num_steps % config[PROGRESS] == 0:

@@ -23,23 +23,33 @@ Python, the baseline of `refimpl bench sched`.
 
 from __future__ import annotations
 
-import heapq
+from typing import NamedTuple
 
 import numpy as np
 
-from refimpl._numba import kernel
+from refimpl._numba import inline_kernel, kernel
 
 __all__ = [
+    "BUCKETS",
+    "BUCKET_COUNT",
+    "EST_S",
+    "KV_NEED",
+    "MAX_BUCKETS",
     "VALUE_LATENESS",
     "VALUE_PER_TIME",
+    "KnapsackWork",
     "bucket_of",
+    "new_knapsack_work",
     "select_decode_batch",
     "select_decode_batch_python",
+    "select_into",
     "tick_inputs",
+    "tick_inputs_into",
 ]
 
 VALUE_PER_TIME = 0  # value = weight / estimated time (default)
 VALUE_LATENESS = 1  # value = weight * 1 / (1 + slack / lateness_scale_s)
+MAX_BUCKETS = 64  # more than `bucket_of` gives any int64 context
 
 
 @kernel
@@ -54,15 +64,11 @@ def bucket_of(context_tokens, first_bucket_tokens):
 
 
 @kernel
-def tick_inputs(context, deadline_s, active, now_s, min_tick_s, max_tick_s, horizon_ticks,
-                c_seq_s, c_kv_s, page_size, first_bucket_tokens):
-    """One pass over the decode set: each slot's estimated time, bucket and page need, the
-    tick (`clamp(earliest deadline - now, min_tick_s, max_tick_s)`, or `max_tick_s` with
-    nothing active) and the time of all requests due within `horizon_ticks` ticks."""
-    n = active.shape[0]
-    est_s = np.empty(n, np.float64)
-    buckets = np.empty(n, np.int64)
-    kv_need = np.empty(n, np.int64)
+def tick_inputs_into(context, deadline_s, active, n, now_s, min_tick_s, max_tick_s,
+                     horizon_ticks, c_seq_s, c_kv_s, page_size, first_bucket_tokens, est_s,
+                     buckets, kv_need):
+    """`tick_inputs` over the first `n` slots, into `est_s`, `buckets` and `kv_need`;
+    returns the tick and the urgent time."""
     earliest = np.inf
     for slot in range(n):
         est_s[slot] = c_seq_s + c_kv_s * (context[slot] + 1)  # its KV and its newest token
@@ -76,33 +82,100 @@ def tick_inputs(context, deadline_s, active, now_s, min_tick_s, max_tick_s, hori
     for slot in range(n):
         if active[slot] and deadline_s[slot] < now_s + horizon_ticks * tick_s:
             urgent_s += est_s[slot]
+    return tick_s, urgent_s
+
+
+def tick_inputs(context, deadline_s, active, now_s, min_tick_s, max_tick_s, horizon_ticks,
+                c_seq_s, c_kv_s, page_size, first_bucket_tokens):
+    """One pass over the decode set: each slot's estimated time, bucket and page need, the
+    tick (`clamp(earliest deadline - now, min_tick_s, max_tick_s)`, or `max_tick_s` with
+    nothing active) and the time of all requests due within `horizon_ticks` ticks."""
+    n = len(active)
+    est_s, buckets, kv_need = np.empty(n), np.empty(n, np.int64), np.empty(n, np.int64)
+    tick_s, urgent_s = tick_inputs_into(context, deadline_s, active, n, now_s, min_tick_s,
+                                        max_tick_s, horizon_ticks, c_seq_s, c_kv_s, page_size,
+                                        first_bucket_tokens, est_s, buckets, kv_need)
     return est_s, buckets, kv_need, tick_s, urgent_s
 
 
-@kernel
-def _take_in_order(heap, est_time_s, kv_need, bucket, opened, taken, out, count, time_left,
-                   pages_left, max_batch):
-    """Pop `(key, slot)` entries smallest key first, taking each slot that still fits.
+class KnapsackWork(NamedTuple):
+    """The arrays one decode batch choice works in, allocated once and reused tick after
+    tick: an allocation per tick costs more than the choice, and each array more costs two
+    reference-count updates per compiled call that is handed the work (so they are few)."""
 
-    Heapified in O(len) and popped only while something can still fit (the batch is not
-    full, and time is left for the cheapest entry): O(len + B log len) in practice.
+    floats: np.ndarray  # (NUM_WORK_FLOATS, slots): EST_S, KEYS, HEAP_KEYS rows
+    ints: np.ndarray  # (NUM_WORK_INTS, slots): BUCKETS, KV_NEED, SLOTS, HEAP_SLOTS, TAKEN rows
+    per_bucket: np.ndarray  # (2, MAX_BUCKETS): OPENED (0/1), BUCKET_COUNT rows
+
+
+# Rows of `KnapsackWork.floats`, `.ints` and `.per_bucket`: tick_inputs' estimated times,
+# buckets and page needs; the urgent deadlines, then the fill candidates' -values, and their
+# slots; the entries being popped; the slots taken; the buckets opened, and the batch's
+# sequences per bucket (the kernel picks).
+EST_S, KEYS, HEAP_KEYS = range(3)
+NUM_WORK_FLOATS = 3
+BUCKETS, KV_NEED, SLOTS, HEAP_SLOTS, TAKEN = range(5)
+NUM_WORK_INTS = 5
+OPENED, BUCKET_COUNT = range(2)
+
+
+def new_knapsack_work(n: int) -> KnapsackWork:
+    """Work arrays for a decode set of up to `n` slots."""
+    n = max(n, 1)
+    return KnapsackWork(np.zeros((NUM_WORK_FLOATS, n)), np.zeros((NUM_WORK_INTS, n), np.int64),
+                        np.zeros((2, MAX_BUCKETS), np.int64))
+
+
+@inline_kernel
+def _sift_down(heap_keys, heap_slots, size, k):
+    """Restore the min-heap of `(key, slot)` pairs below position `k`."""
+    key, slot = heap_keys[k], heap_slots[k]
+    while True:
+        child = 2 * k + 1
+        if child >= size:
+            break
+        if child + 1 < size and (heap_keys[child + 1] < heap_keys[child] or (
+                heap_keys[child + 1] == heap_keys[child]
+                and heap_slots[child + 1] < heap_slots[child])):
+            child += 1
+        if not (heap_keys[child] < key or (heap_keys[child] == key
+                                           and heap_slots[child] < slot)):
+            break
+        heap_keys[k], heap_slots[k] = heap_keys[child], heap_slots[child]
+        k = child
+    heap_keys[k], heap_slots[k] = key, slot
+
+
+@kernel
+def _take_in_order(heap_keys, heap_slots, size, est_time_s, kv_need, bucket, opened, taken,
+                   out, count, time_left, pages_left, max_batch):
+    """Pop the first `size` `(key, slot)` pairs smallest first (slots unique, so the order is
+    total), taking each slot that still fits.
+
+    Heapified in O(size) and popped only while something can still fit (the batch is not
+    full, and time is left for the cheapest entry): O(size + B log size) in practice.
     """
     cheapest = np.inf  # the smallest time of any entry, and of entries needing no page
     cheapest_no_page = np.inf
-    for _, slot in heap:
+    for e in range(size):
+        slot = heap_slots[e]
         cheapest = min(cheapest, est_time_s[slot])
         if kv_need[slot] == 0:
             cheapest_no_page = min(cheapest_no_page, est_time_s[slot])
-    heapq.heapify(heap)
-    while heap and count < max_batch:
+    for k in range(size // 2 - 1, -1, -1):
+        _sift_down(heap_keys, heap_slots, size, k)
+    while size > 0 and count < max_batch:
         if time_left < cheapest or (pages_left <= 0 and time_left < cheapest_no_page):
             break  # no entry left can fit: stop popping (the choice is the same)
-        slot = heapq.heappop(heap)[1]
+        slot = heap_slots[0]
+        size -= 1
+        heap_keys[0], heap_slots[0] = heap_keys[size], heap_slots[size]
+        _sift_down(heap_keys, heap_slots, size, 0)
         if est_time_s[slot] <= time_left and kv_need[slot] <= pages_left:
             time_left -= est_time_s[slot]
             pages_left -= kv_need[slot]
-            taken[slot] = True
-            opened[bucket[slot]] = True
+            taken[slot] = 1
+            opened[bucket[slot]] = 1
             out[count] = slot
             count += 1
     return count, time_left, pages_left
@@ -119,9 +192,20 @@ def _any_fits(keys, slots, size, cut, est_time_s, kv_need, time_left, pages_left
     return False
 
 
+@inline_kernel
+def _gather(keys, slots, size, cut, above, heap_keys, heap_slots):
+    """Copy the entries with key <= `cut` (or > `cut` when `above`) to the heap; how many."""
+    m = 0
+    for i in range(size):
+        if (keys[i] > cut) == above:
+            heap_keys[m], heap_slots[m] = keys[i], slots[i]
+            m += 1
+    return m
+
+
 @kernel
 def _take_best(keys, slots, size, est_time_s, kv_need, bucket, opened, taken, out, count,
-               time_left, pages_left, max_batch):
+               time_left, pages_left, max_batch, heap_keys, heap_slots):
     """`_take_in_order` over the first `size` (key, slot) entries of two arrays.
 
     The batch takes at most `room` more entries, so only the best are heaped (a linear-time
@@ -131,36 +215,31 @@ def _take_best(keys, slots, size, est_time_s, kv_need, bucket, opened, taken, ou
     """
     room = max_batch - count
     cut = np.inf if size <= 4 * room + 64 else np.partition(keys[:size], room)[room]
-    best = [(keys[i], slots[i]) for i in range(size) if keys[i] <= cut]
-    count, time_left, pages_left = _take_in_order(best, est_time_s, kv_need, bucket, opened,
-                                                  taken, out, count, time_left, pages_left,
-                                                  max_batch)
+    m = _gather(keys, slots, size, cut, False, heap_keys, heap_slots)
+    count, time_left, pages_left = _take_in_order(heap_keys, heap_slots, m, est_time_s,
+                                                  kv_need, bucket, opened, taken, out, count,
+                                                  time_left, pages_left, max_batch)
     if count < max_batch and cut < np.inf and _any_fits(keys, slots, size, cut, est_time_s,
                                                        kv_need, time_left, pages_left):
-        rest = [(keys[i], slots[i]) for i in range(size) if keys[i] > cut]
-        count, time_left, pages_left = _take_in_order(rest, est_time_s, kv_need, bucket,
-                                                      opened, taken, out, count, time_left,
-                                                      pages_left, max_batch)
+        m = _gather(keys, slots, size, cut, True, heap_keys, heap_slots)
+        count, time_left, pages_left = _take_in_order(heap_keys, heap_slots, m, est_time_s,
+                                                      kv_need, bucket, opened, taken, out,
+                                                      count, time_left, pages_left, max_batch)
     return count, time_left, pages_left
 
 
 @kernel
-def select_decode_batch(deadline_s, est_time_s, weight, bucket, kv_need, active, now_s,
-                        horizon_s, time_budget_s, kv_budget_pages, max_batch, value_mode,
-                        lateness_scale_s, out, stats):
-    """Greedy deadline knapsack; writes chosen slots to `out` and returns how many.
-
-    All per-slot arrays have one entry per policy slot; `active[slot]` marks decodable ones.
-    Ties go to the lower slot (entries are ordered as `(key, slot)` pairs), so the choice is
-    total. `stats` receives the pages the batch takes and the pages the urgent requests left
-    out would need (the scheduler preempts when those exceed what is free).
-    """
-    n = active.shape[0]
-    keys = np.empty(n, np.float64)  # urgent deadlines, then fill candidates' -values
-    slots = np.empty(n, np.int64)
+def select_into(deadline_s, est_time_s, weight, bucket, kv_need, active, n, now_s, horizon_s,
+                time_budget_s, kv_budget_pages, max_batch, value_mode, lateness_scale_s, out,
+                stats, work):
+    """`select_decode_batch` over the first `n` slots, working in `work` (a KnapsackWork)."""
+    keys, slots, taken = work.floats[KEYS], work.ints[SLOTS], work.ints[TAKEN]
+    opened, heap_keys, heap_slots = work.per_bucket[OPENED], work.floats[HEAP_KEYS], work.ints[
+        HEAP_SLOTS]
     num_urgent = 0
     earliest = -1
     for slot in range(n):
+        taken[slot] = 0
         if not active[slot]:
             continue
         if earliest < 0 or deadline_s[slot] < deadline_s[earliest]:
@@ -171,16 +250,16 @@ def select_decode_batch(deadline_s, est_time_s, weight, bucket, kv_need, active,
     stats[0] = stats[1] = 0
     if earliest < 0:
         return 0
-    opened = np.zeros(bucket.max() + 1, np.bool_)
-    taken = np.zeros(n, np.bool_)
+    opened[:] = 0
     count, time_left, pages_left = _take_best(keys, slots, num_urgent, est_time_s, kv_need,
                                               bucket, opened, taken, out, 0, time_budget_s,
-                                              kv_budget_pages, max_batch)
+                                              kv_budget_pages, max_batch, heap_keys,
+                                              heap_slots)
     for i in range(num_urgent):  # urgent requests left out, and the pages they need
         if not taken[slots[i]]:
             stats[1] += kv_need[slots[i]]
     if count == 0:  # nothing urgent fitted: fill around the earliest deadline
-        opened[bucket[earliest]] = True
+        opened[bucket[earliest]] = 1
     num_fill = 0
     for slot in range(n):
         if active[slot] and not taken[slot] and opened[bucket[slot]]:
@@ -194,9 +273,25 @@ def select_decode_batch(deadline_s, est_time_s, weight, bucket, kv_need, active,
     # Filling never opens a bucket that counts: `opened` is read before this pass.
     count, _, pages_left = _take_best(keys, slots, num_fill, est_time_s, kv_need, bucket,
                                       opened, taken, out, count, time_left, pages_left,
-                                      max_batch)
+                                      max_batch, heap_keys, heap_slots)
     stats[0] = kv_budget_pages - pages_left
     return count
+
+
+def select_decode_batch(deadline_s, est_time_s, weight, bucket, kv_need, active, now_s,
+                        horizon_s, time_budget_s, kv_budget_pages, max_batch, value_mode,
+                        lateness_scale_s, out, stats) -> int:
+    """Greedy deadline knapsack; writes chosen slots to `out` and returns how many.
+
+    All per-slot arrays have one entry per policy slot; `active[slot]` marks decodable ones.
+    Ties go to the lower slot (entries are ordered as `(key, slot)` pairs), so the choice is
+    total. `stats` receives the pages the batch takes and the pages the urgent requests left
+    out would need (the scheduler preempts when those exceed what is free).
+    """
+    n = len(active)
+    return int(select_into(deadline_s, est_time_s, weight, bucket, kv_need, active, n, now_s,
+                           horizon_s, time_budget_s, kv_budget_pages, max_batch, value_mode,
+                           lateness_scale_s, out, stats, new_knapsack_work(n)))
 
 
 def select_decode_batch_python(deadline_s, est_time_s, weight, bucket, kv_need, active, now_s,

@@ -1,4 +1,4 @@
-"""The compiled `slo` tick's decode batch: the knapsack, preempting while urgent ones lack pages."""
+"""The compiled `slo` tick's decode preemption: when urgent decodes lack pages."""
 
 from __future__ import annotations
 
@@ -6,16 +6,7 @@ import numpy as np
 
 from refimpl._numba import kernel
 from refimpl.sched.slo.compiled.pressure import _preempt_decoding
-from refimpl.sched.slo.compiled.state import (
-    DEC_COUNT,
-    DEC_HI,
-    HORIZON,
-    LATENESS,
-    MAX_BATCH,
-    PJ_FREE,
-    VALUE_MODE,
-)
-from refimpl.sched.slo.knapsack import select_decode_batch
+from refimpl.sched.slo.compiled.state import DEC_HI
 from refimpl.sched.table import ARRIVAL, PRIORITY
 
 
@@ -46,23 +37,10 @@ def _decode_victim(s, ints, floats, count):
 
 
 @kernel
-def _choose_decodes(s, ints, floats, kv, entries, sizes, tick_s, window_s, est_s, buckets,
-                    kv_need, now):
-    """`choose_decodes`: (batch size in `s.out`, pages it takes)."""
-    st, fp, ip = s.st, s.fp, s.ip
-    if st[DEC_COUNT] == 0:
-        return 0, 0
-    horizon_s = fp[HORIZON] * tick_s
-    window_s = max(window_s, 0.0)
-    stats = s.stats
-    while True:
-        hi = st[DEC_HI]
-        count = select_decode_batch(s.deadline_s[:hi], est_s, s.weight[:hi], buckets, kv_need,
-                                    s.active[:hi], now, horizon_s, window_s, st[PJ_FREE],
-                                    ip[MAX_BATCH], ip[VALUE_MODE], fp[LATENESS], s.out, stats)
-        if stats[1] <= st[PJ_FREE] - stats[0]:
-            return count, stats[0]
-        victim = _decode_victim(s, ints, floats, count)
-        if victim < 0:
-            return count, stats[0]
-        _preempt_decoding(s, ints, floats, kv, entries, sizes, victim, False)
+def _preempt_outside(s, ints, floats, kv, entries, sizes, count):
+    """Preempt the least important decoding row outside the batch; False when none is."""
+    victim = _decode_victim(s, ints, floats, count)
+    if victim < 0:
+        return False
+    _preempt_decoding(s, ints, floats, kv, entries, sizes, victim, False)
+    return True

@@ -45,7 +45,7 @@ __all__ = []
 def _requeue(s, ints, floats, entries, sizes, i):
     """Row `i` is preempted: it recomputes from scratch, queued under its new key."""
     p.add_preempt(entries, sizes, i)
-    _push(s, ints, floats, i, 0)
+    _push(s.heap, s.pos, s.key_deadline, s.key_left, s.st, ints, floats, i, 0)
 
 
 @inline_kernel

@@ -51,31 +51,32 @@ def _sift(heap, pos, key_deadline, key_left, ints, floats, size, k):
     heap[k], pos[i] = i, k
 
 
-@inline_kernel
-def _push(s, ints, floats, i, num_computed):
+# The queue's moves are handed the heap's own arrays, not the whole SLOState: each array a
+# compiled call is handed costs two reference-count updates, and these run per queued row.
+@kernel
+def _push(heap, pos, key_deadline, key_left, st, ints, floats, i, num_computed):
     """Queue row `i` under its key with `num_computed` tokens cached."""
-    s.key_deadline[i] = _deadline(ints, floats, i)
-    s.key_left[i] = ints[PROMPT, i] + ints[GENERATED, i] - num_computed
-    size = s.st[HEAP_LEN]
-    s.heap[size] = i
-    s.pos[i] = size
-    s.st[HEAP_LEN] = size + 1
-    _sift(s.heap, s.pos, s.key_deadline, s.key_left, ints, floats, size + 1, size)
+    key_deadline[i] = _deadline(ints, floats, i)
+    key_left[i] = ints[PROMPT, i] + ints[GENERATED, i] - num_computed
+    size = st[HEAP_LEN]
+    heap[size] = i
+    pos[i] = size
+    st[HEAP_LEN] = size + 1
+    _sift(heap, pos, key_deadline, key_left, ints, floats, size + 1, size)
 
 
-@inline_kernel
-def _remove(s, ints, floats, i):
+@kernel
+def _remove(heap, pos, key_deadline, key_left, st, ints, floats, i):
     """Take row `i` out of the queue."""
-    heap, pos = s.heap, s.pos
     k = pos[i]
-    size = s.st[HEAP_LEN] - 1
-    s.st[HEAP_LEN] = size
+    size = st[HEAP_LEN] - 1
+    st[HEAP_LEN] = size
     pos[i] = -1
     if k == size:
         return
     heap[k] = heap[size]
     pos[heap[k]] = k
-    _sift(heap, pos, s.key_deadline, s.key_left, ints, floats, size, k)
+    _sift(heap, pos, key_deadline, key_left, ints, floats, size, k)
 
 
 # ---- the decode set ------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from refimpl._numba import inline_kernel
-from refimpl.sched.slo.knapsack import bucket_of
+from refimpl.sched.slo.knapsack import KnapsackWork, bucket_of, new_knapsack_work
 from refimpl.sched.table import ARRIVAL, GENERATED, LAST_TOKEN, MAX_NEW, PROMPT, TPOT_SLO, TTFT_SLO
 
 __all__ = ["SLOState", "for_policy", "new_slo_state", "no_slo_state"]
@@ -76,6 +76,7 @@ class SLOState(NamedTuple):
     frontier: np.ndarray  # the heap walk's frontier (heap positions)
     pick_decode: np.ndarray  # (max_batch + 1, buckets) kernel code per (batch, bucket)
     pick_prefill: np.ndarray  # (64,) kernel code per power of two of the chunk's tokens
+    work: KnapsackWork  # the knapsack's work arrays, per slot
 
 
 def new_slo_state(n: int, ip: np.ndarray, fp: np.ndarray, pick_decode: np.ndarray,
@@ -91,7 +92,7 @@ def new_slo_state(n: int, ip: np.ndarray, fp: np.ndarray, pick_decode: np.ndarra
                     np.zeros(n), np.zeros(n, np.bool_), ints(-1), ints(), ints(), ints(-1),
                     ints(), ints(), ints(), ints(), ints(), ints(), np.zeros(2, np.int64),
                     np.zeros(n + 2, np.int64), pick_decode.astype(np.int64),
-                    pick_prefill.astype(np.int64))
+                    pick_prefill.astype(np.int64), new_knapsack_work(n))
 
 
 def no_slo_state() -> SLOState:
