@@ -27,7 +27,7 @@ from refimpl.kv import PagePool
 from refimpl.kv import manager as kvm
 from refimpl.sched import Request
 from refimpl.sched.slo import SLOPolicy
-from refimpl.sched.slo.knapsack import select_decode_batch_python
+from refimpl.sched.slo.knapsack_python import select_decode_batch_python
 from refimpl.sched.table import COMPUTED, GENERATED, LAST_TOKEN, RUNNING, STATUS, TPOT_SLO
 
 __all__ = ["run"]

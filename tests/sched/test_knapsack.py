@@ -14,9 +14,9 @@ from refimpl.sched.slo.knapsack import (
     VALUE_PER_TIME,
     bucket_of,
     select_decode_batch,
-    select_decode_batch_python,
     tick_inputs,
 )
+from refimpl.sched.slo.knapsack_python import select_decode_batch_python
 
 
 def instance(rng, n):
