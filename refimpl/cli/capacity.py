@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the searches and print one row per policy."""
-    from refimpl.sweeps.capacity import capacity
+    from refimpl.sweeps.run_capacity import capacity
 
     check_output_dir("out", args.out)
     if args.serial and args.address:

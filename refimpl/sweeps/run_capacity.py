@@ -25,7 +25,7 @@ from refimpl.sweeps.cache import CellCache
 from refimpl.sweeps.cell import Cell
 from refimpl.sweeps.execute import Progress, open_executor, run_cells
 from refimpl.sweeps.grid import SweepGrid
-from refimpl.sweeps.sweep import as_grid
+from refimpl.sweeps.run_sweep import as_grid
 
 __all__ = ["CapacityResult", "capacity"]
 
