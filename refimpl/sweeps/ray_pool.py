@@ -26,13 +26,14 @@ from refimpl.sweeps.cell import Cell
 from refimpl.sweeps.serial import OnDone
 from refimpl.sweeps.work import prepare_loop, run_cell
 
-__all__ = ["RayExecutor", "import_ray", "worker_env"]
+__all__ = ["RayExecutor", "import_ray", "init_ray", "worker_env"]
 
 # One thread each for Numba and every BLAS a worker might load: cells are the parallelism.
 _ONE_THREAD = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                "MKL_NUM_THREADS")
 # The driver's cache folders, passed on so workers share the compiled kernels and tables.
 _SHARED_CACHES = ("NUMBA_CACHE_DIR", "REFIMPL_CACHE_DIR")
+_AUTH_SETTINGS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")  # the user's own
 
 
 def import_ray():
@@ -50,6 +51,23 @@ def worker_env() -> dict[str, str]:
     env = dict.fromkeys(_ONE_THREAD, "1")
     env.update({name: os.environ[name] for name in _SHARED_CACHES if name in os.environ})
     return env
+
+
+def init_ray(num_cpus: int | None = None, address: str | None = None,
+             temp_dir: str | None = None) -> None:
+    """Join the cluster at `address`, or start an embedded one of `num_cpus` CPUs (None: one
+    per core), its workers in `worker_env()`."""
+    ray = import_ray()
+    options = {"runtime_env": {"env_vars": worker_env()}, "log_to_driver": False}
+    if address is not None:
+        ray.init(address=address, **options)
+        return
+    if not any(name in os.environ for name in _AUTH_SETTINGS):
+        # In this process's environment (inherited by the cluster it starts), so Ray does not
+        # generate a token into ~/.ray/auth_token.
+        os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    ray.init(num_cpus=num_cpus or len(os.sched_getaffinity(0)), include_dashboard=False,
+             _temp_dir=temp_dir, **options)
 
 
 class CellWorker:
@@ -89,31 +107,17 @@ class RayExecutor:
         """Start or join Ray and warm up the actors: on the first batch with work to do, so a
         sweep whose cells are all cached starts nothing."""
         ray = self._ray
+        prepare_loop()  # workers load what this fills (not counted: a serial run does it too)
         started = time.perf_counter()
-        prepare_loop()  # workers load what this fills
         if not ray.is_initialized():
-            self._init(ray)
+            init_ray(self.requested, self.address, self.temp_dir)
+            self._started_ray = True
         cpus = int(ray.cluster_resources().get("CPU", 1))
         self.num_workers = max(1, min(self.requested or cpus, cpus))
         actor = ray.remote(num_cpus=1)(CellWorker)
         self._actors = [actor.remote() for _ in range(self.num_workers)]
         ray.get([a.warm_up.remote() for a in self._actors])
         self.startup_s = time.perf_counter() - started
-
-    def _init(self, ray) -> None:
-        options = {"runtime_env": {"env_vars": worker_env()}, "log_to_driver": False}
-        if self.address is not None:
-            ray.init(address=self.address, **options)
-        else:
-            if not any(k in os.environ for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN",
-                                                 "RAY_AUTH_TOKEN_PATH")):
-                # In this process's environment (inherited by the cluster it starts), so Ray
-                # does not generate one into ~/.ray/auth_token.
-                os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
-            cpus = self.requested or len(os.sched_getaffinity(0))
-            ray.init(num_cpus=cpus, include_dashboard=False, _temp_dir=self.temp_dir,
-                     **options)
-        self._started_ray = True
 
     def __exit__(self, *exc_info: object) -> None:
         ray = self._ray
