@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, fields
 from numbers import Real
 from pathlib import Path
 
-from refimpl.config import MODEL_PRESETS, SLO_PRESETS, one_class, preset_names
+from refimpl.config import MODEL_PRESETS, SLO_PRESETS, SLO_SETS, one_class, preset_names
 from refimpl.config import slo_set as parse_slo_set
 from refimpl.config._validate import check_seed, positive_int
 from refimpl.config.slo_sets import SLOSet
@@ -39,6 +39,11 @@ __all__ = ["SweepGrid", "load_grid", "slo_set_named"]
 
 def slo_set_named(text: str) -> SLOSet:
     """An SLO preset name (one class for every request), a named set, or a `NAME:SHARE,...`."""
+    if not isinstance(text, str):
+        raise ConfigError("slo", text, "must be a name or a NAME:SHARE,... text")
+    if ":" not in text and text not in SLO_PRESETS and text not in SLO_SETS:
+        raise ConfigError("slo", text, "unknown SLO preset or set",
+                          choices=(*SLO_PRESETS, *SLO_SETS))
     return one_class(text) if text in SLO_PRESETS else parse_slo_set(text)
 
 
