@@ -13,6 +13,7 @@ whatever else runs: the speed-up of one run is a sample, not a constant.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -45,13 +46,15 @@ def run(*, quick: bool = False, num_threads: int | None = None,
           file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="refimpl-bench-sweep-") as folder:
         serial = sweep(grid, Path(folder) / "serial", workers=0)
+        ray_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # short: Ray's socket paths
         started = time.perf_counter()
-        init_ray(num_cpus=workers, temp_dir=tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
+        init_ray(num_cpus=workers, temp_dir=ray_dir)
         ray_init_s = time.perf_counter() - started
         try:
             on_ray = sweep(grid, Path(folder) / "ray", workers=workers)
         finally:
             ray.shutdown()
+            shutil.rmtree(ray_dir, ignore_errors=True)
     same = all(serial.table[k] == on_ray.table[k] for k in serial.table
                if k not in MEASURED_COLUMNS)
     ray_sweep_s = on_ray.wall_s - on_ray.startup_s

@@ -81,7 +81,8 @@ def capacity(grid: SweepGrid | dict | str | Path, out: str | Path = "refimpl-cap
             num_rounds += 1
             cells = [dataclasses.replace(bases[k], rate=rate, seed=seed)
                      for k, rate in asks for seed in grid.seeds]
-            reports, cached = run_cells(cells, cache, executor, progress=progress)
+            reports, cached = run_cells(cells, cache, executor,
+                                        progress=_per_round(progress, num_rounds))
             num_cells, num_cached = num_cells + len(cells), num_cached + cached
             per_seed = len(grid.seeds)
             for j, (k, rate) in enumerate(asks):
@@ -98,6 +99,13 @@ def capacity(grid: SweepGrid | dict | str | Path, out: str | Path = "refimpl-cap
                             time.perf_counter() - started, startup_s)
     path = write_report(result.report(), Path(out) / "capacity.json")
     return dataclasses.replace(result, paths=(path,))
+
+
+def _per_round(progress: Progress | None, round_number: int) -> Progress | None:
+    """The progress of one round's batch, labelled with the round."""
+    if progress is None:
+        return None
+    return lambda done, total, detail: progress(done, total, f"round {round_number} {detail}")
 
 
 def _search_bases(grid: SweepGrid) -> list[Cell]:
