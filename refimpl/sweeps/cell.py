@@ -1,15 +1,18 @@
 """One cell of a sweep: every setting of one reproducible simulated run, and its cache key.
 
 A cell is plain data (picklable, so it travels to Ray workers as it is). Its key is a hash of
-all its settings, of the workload file's bytes where the workload is a trace, and of refimpl's
-version: two cells with the same key give the same run, so a finished cell is never redone,
-and a new refimpl version or an edited trace file never reuses an old result.
+all its settings, of the workload file's bytes where the workload is a trace, of refimpl's
+version, and of the fingerprint of the sources the serving loop is compiled from
+(`refimpl._numba.sources_fingerprint`, which also decides when the loop is recompiled): two
+cells with the same key give the same run, so a finished cell is never redone, and a new
+version, an edited scheduler or an edited trace file never reuses an old result.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +52,7 @@ class Cell:
     def key(self) -> str:
         """The hash of everything that decides this cell's run, refimpl's version included."""
         identity = {**self.settings(), "refimpl_version": __version__,
+                    "sources": _compiled_sources_fingerprint(),
                     "workload_sha256": _file_sha256(self.workload)}
         text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:KEY_LENGTH]
@@ -58,6 +62,13 @@ class Cell:
         rate = "own rate" if self.rate is None else f"{self.rate:g} req/s"
         params = "".join(f" {k}={v}" for k, v in sorted(self.policy_params.items()))
         return f"{self.policy}{params} @ {rate}, {self.slo}, seed {self.seed}"
+
+
+def _compiled_sources_fingerprint() -> str:
+    """`refimpl._numba.sources_fingerprint()`, imported by name: that fingerprint counts every
+    file whose code names `refimpl._numba` in an import as compiled source, and this file holds
+    no compiled code, so an edit here must not make Numba recompile the loop."""
+    return importlib.import_module("refimpl._numba").sources_fingerprint()
 
 
 def _file_sha256(workload: str) -> str | None:

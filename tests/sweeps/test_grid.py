@@ -43,7 +43,8 @@ def test_toml_axes_take_one_value_or_a_list_and_flags_replace_them(tmp_path):
     assert grid.num_requests == 50
 
 
-def test_the_key_changes_with_any_setting_and_with_refimpl_version(monkeypatch):
+def test_the_key_changes_with_any_setting_refimpls_version_and_its_compiled_sources(
+        monkeypatch):
     base = Cell("azure-conv-like", "vllm", 10.0, "default", 0)
     assert base.key() == Cell("azure-conv-like", "vllm", 10.0, "default", 0).key()
     others = [Cell("azure-conv-like", "vllm", 10.5, "default", 0),
@@ -53,6 +54,9 @@ def test_the_key_changes_with_any_setting_and_with_refimpl_version(monkeypatch):
     key = base.key()
     monkeypatch.setattr(cell_module, "__version__", "99.0")
     assert base.key() != key
+    edited = base.key()
+    monkeypatch.setattr(cell_module, "_compiled_sources_fingerprint", lambda: "an edited loop")
+    assert base.key() not in (key, edited)
 
 
 def test_a_trace_file_is_keyed_by_its_contents(tmp_path):
