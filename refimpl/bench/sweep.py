@@ -4,7 +4,8 @@ Six policies x four rates x two seeds of the embedded workload (Llama-3-8B on an
 cell a whole simulated run, timed in one process: first serially (no Ray, the loop already
 compiled), then on an embedded Ray cluster, whose cost is split into its parts: starting the
 cluster (`ray.init`), starting the workers and loading each one's serving loop from Numba's
-cache, and the sweep itself. The speed-up is given without and with that start-up. Both sweeps
+cache, and the sweep itself. The speed-up is given without and with that start-up, beside how
+many cores two plain processes (no Ray) got at the time: the bound on any speed-up. Both sweeps
 write to fresh folders (no cell is cached), and their tables are checked to be the same in
 every column but the wall-clock ones. On a shared machine the figures move with the load of
 whatever else runs: the speed-up of one run is a sample, not a constant.
@@ -26,8 +27,34 @@ from refimpl.sweeps.work import prepare_loop
 
 __all__ = ["run"]
 
+PROBE_RUNS = 3  # simulations per process in the probe of how many cores are free
 RATES = (10.0, 20.0, 30.0, 40.0)  # requests/s: from well under to past the policies' capacity
 SEEDS = (0, 1)
+
+
+def _probe_work(_: int) -> float:
+    """Seconds for a fixed few simulations in a fresh process (its loop warmed first)."""
+    import refimpl
+    from refimpl.engine import warm_up
+
+    warm_up()
+    started = time.perf_counter()
+    for _ in range(PROBE_RUNS):
+        refimpl.simulate("azure-conv-like", "sarathi", num_requests=8000, rate=20.0)
+    return time.perf_counter() - started
+
+
+def free_cores(workers: int) -> float:
+    """How many cores `workers` processes get now: `workers` x (the work's time alone / its
+    time with all of them at once), plain processes without Ray. On an idle machine with
+    that many cores, about `workers`; it bounds what any executor can speed up by."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(1) as pool:
+        alone_s = min(pool.map(_probe_work, range(2)))
+    with ProcessPoolExecutor(workers) as pool:
+        together_s = sum(pool.map(_probe_work, range(workers))) / workers
+    return workers * alone_s / together_s
 
 
 def run(*, quick: bool = False, num_threads: int | None = None,
@@ -55,6 +82,7 @@ def run(*, quick: bool = False, num_threads: int | None = None,
         finally:
             ray.shutdown()
             shutil.rmtree(ray_dir, ignore_errors=True)
+    cores = free_cores(workers)  # after the sweeps: the same machine, moments later
     same = all(serial.table[k] == on_ray.table[k] for k in serial.table
                if k not in MEASURED_COLUMNS)
     ray_sweep_s = on_ray.wall_s - on_ray.startup_s
@@ -71,7 +99,7 @@ def run(*, quick: bool = False, num_threads: int | None = None,
         # Each cell's own simulation time, summed: the same work on both sides, so a larger
         # sum on Ray is the workers' cores shared with something else (or with each other).
         "serial_cells_s": sum(serial.table["wall_s"]), "ray_cells_s": sum(on_ray.table["wall_s"]),
-        "load_average": os.getloadavg(),
+        "load_average": os.getloadavg(), "free_cores": cores,
     }
     return publish(report, print_report, json_path)
 
@@ -92,6 +120,8 @@ def print_report(report: dict) -> None:
     print(f"  the cells' own simulation time, summed: serial {r['serial_cells_s']:.1f} s, on Ray "
           f"{r['ray_cells_s']:.1f} s ({r['ray_cells_s'] / r['serial_cells_s']:.2f}x: cores "
           "shared with the other worker and the rest of the machine)")
+    print(f"  cores free to {r['workers']} plain processes (no Ray) just after: "
+          f"{r['free_cores']:.2f} (the most any executor could speed up by, now)")
     print(f"  tables identical (but wall-clock columns): {r['tables_identical']}; "
           f"load average {', '.join(f'{x:.2f}' for x in r['load_average'])} "
           f"on {r['cores']} cores")
