@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import socket
 import time
 from collections.abc import Sequence
 
@@ -60,7 +61,12 @@ def init_ray(num_cpus: int | None = None, address: str | None = None,
     ray = import_ray()
     options = {"runtime_env": {"env_vars": worker_env()}, "log_to_driver": False}
     if address is not None:
-        ray.init(address=address, **options)
+        _check_reachable(address)
+        try:
+            ray.init(address=address, **options)
+        except (ConnectionError, RuntimeError) as error:  # no cluster there, or a refusal
+            raise ConfigError("address", address, "cannot join a Ray cluster there "
+                              f"({str(error).strip().splitlines()[0]})") from None
         return
     if not any(name in os.environ for name in _AUTH_SETTINGS):
         # In this process's environment (inherited by the cluster it starts), so Ray does not
@@ -68,6 +74,18 @@ def init_ray(num_cpus: int | None = None, address: str | None = None,
         os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
     ray.init(num_cpus=num_cpus or len(os.sched_getaffinity(0)), include_dashboard=False,
              _temp_dir=temp_dir, **options)
+
+
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Refuse a HOST:PORT nothing answers at, at once: Ray itself retries for minutes."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return  # `auto`, `local` and the like: Ray's own names, for Ray to resolve
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise ConfigError("address", address, f"nothing answers there ({reason})") from None
 
 
 class CellWorker:
@@ -101,6 +119,8 @@ class RayExecutor:
 
     def __enter__(self) -> RayExecutor:
         self._ray = import_ray()  # (a missing Ray fails now, not after the cached cells)
+        if self.address is not None:
+            _check_reachable(self.address)  # (as would a wrong address)
         return self
 
     def _start(self) -> None:

@@ -53,6 +53,12 @@ def test_bad_sweep_and_capacity_options_are_one_line_errors(tmp_path, capsys, ar
     assert message in err and "Traceback" not in err
 
 
+def test_a_cluster_address_nothing_answers_at_is_refused_at_once(tmp_path, capsys):
+    pytest.importorskip("ray", reason="Ray is not installed")
+    assert main(["sweep", "--address", "127.0.0.1:1", "--out", str(tmp_path)]) == 2
+    assert "address='127.0.0.1:1': nothing answers there" in capsys.readouterr().err
+
+
 def test_capacity_prints_each_policys_answer_and_writes_its_report(tmp_path, capsys):
     assert main(["capacity", "--policy", "vllm", "--num-requests", "100", "--tolerance", "0.2",
                  "--serial", "--out", str(tmp_path)]) == 0
