@@ -7,7 +7,6 @@ every cell that finished is kept, and running the same sweep again picks up from
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Sequence
 
@@ -17,14 +16,9 @@ from refimpl.sweeps.ray_pool import RayExecutor
 from refimpl.sweeps.serial import SerialExecutor
 from refimpl.sweeps.work import CellResult
 
-__all__ = ["default_workers", "open_executor", "run_cells"]
+__all__ = ["open_executor", "run_cells"]
 
 Progress = Callable[[int, int, str], None]  # (cells done, cells in all, detail)
-
-
-def default_workers() -> int:
-    """One worker per core this process may use."""
-    return len(os.sched_getaffinity(0))
 
 
 def open_executor(workers: int | None = None, address: str | None = None,
