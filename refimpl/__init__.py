@@ -11,6 +11,8 @@ Importing refimpl is cheap: configs and errors load at once, everything that nee
     real = refimpl.run("azure-conv-like", "vllm", model="tiny", num_requests=50,
                        compare_sim=True)   # a real Llama model on this CPU
     real.fidelity["latency"]["ttft_p95_s"]
+    table = refimpl.sweep({"policies": ["slo", "vllm"], "rates": [10, 20]}, "out").table
+    refimpl.capacity({"policies": ["slo", "vllm"]}, "out").rows  # highest rate at 90% SLOs
 """
 
 from __future__ import annotations
@@ -43,6 +45,12 @@ _LAZY = {
     "synthetic": "refimpl.workloads",
     "load_trace": "refimpl.workloads",
     "summarize": "refimpl.metrics",
+    "sweep": "refimpl.sweeps",
+    "capacity": "refimpl.sweeps",
+    "SweepGrid": "refimpl.sweeps",
+    "export_requests": "refimpl.export",
+    "export_steps": "refimpl.export",
+    "perfetto_trace": "refimpl.export",
 }
 
 __all__ = [

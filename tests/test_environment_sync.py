@@ -12,6 +12,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # cross-check test that skips without them) would add gigabytes to every set-up.
 _NOT_MIRRORED = {"hf"}
 
+# conda-forge names that differ from PyPI's: conda name -> PyPI name.
+_PYPI_NAME = {"ray-core": "ray"}
+
 _REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9_.\-]+)\s*(.*?)\s*$")
 
 
@@ -55,7 +58,7 @@ def _conda_requirements() -> tuple[dict[str, str], list[str]]:
             pip.append(item)
         elif item not in ("pip", "pip:"):
             name, spec = _split(item)
-            conda[name] = spec
+            conda[_PYPI_NAME.get(name, name)] = spec
     return conda, pip
 
 

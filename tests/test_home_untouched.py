@@ -9,11 +9,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # A sample that reaches every writer of refimpl's cache folder: the cpu-local probe (measured
-# for real by `refimpl info`, faked by the hardware tests), and practice progress.
+# for real by `refimpl info`, faked by the hardware tests), and practice progress; and an
+# embedded Ray cluster (which would write an auth token to ~/.ray unless refimpl gives it one).
 SAMPLE = [
     "tests/config/test_hardware.py",
     "tests/cli/test_cli.py::test_info_prints_caches_budget_and_every_preset_with_kv_figures",
     "tests/grading/test_cli_and_report.py::test_a_damaged_progress_file_counts_as_no_progress",
+    "tests/sweeps/test_ray.py::test_a_sweep_gives_the_same_table_serially_and_on_ray_with_two_"
+    "workers",
 ]
 
 

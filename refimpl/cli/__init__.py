@@ -20,8 +20,8 @@ __all__ = ["build_parser", "main"]
 
 # Subcommand modules, in the order `refimpl --help` lists them.
 SUBCOMMANDS = (
-    "info", "demo", "simulate", "run", "profile", "pareto", "calibrate-gpu", "bench", "grade",
-    "exercises", "practice",
+    "info", "demo", "simulate", "run", "sweep", "capacity", "compare", "profile", "pareto",
+    "calibrate-gpu", "bench", "grade", "exercises", "practice",
 )
 
 

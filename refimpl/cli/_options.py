@@ -48,6 +48,35 @@ def add_workload_options(parser: argparse.ArgumentParser, *, model: str, hardwar
                         help="write plots (PNG) here" + (f" (default: {out})" if out else ""))
 
 
+def add_export_options(parser: argparse.ArgumentParser) -> None:
+    """--requests PATH, --steps PATH (.csv or .parquet), --trace PATH (Perfetto JSON)."""
+    parser.add_argument("--requests", type=Path, metavar="PATH",
+                        help="write every request's record (arrival, first token, finish, "
+                        "tokens, class, status, reason, preemptions, latencies) as .csv or "
+                        ".parquet")
+    parser.add_argument("--steps", type=Path, metavar="PATH",
+                        help="write every engine step's record as .csv or .parquet")
+    parser.add_argument("--trace", type=Path, metavar="PATH",
+                        help="write the steps as a Chrome/Perfetto trace (JSON; open it at "
+                        "ui.perfetto.dev): prefill chunks and decode batches as slices, KV "
+                        "use and queue length as counters")
+
+
+def check_export_paths(args: argparse.Namespace) -> None:
+    """Refuse export paths that could not be written, before the run."""
+    from refimpl.cli._paths import check_output_path
+    from refimpl.errors import ConfigError
+
+    for name in ("requests", "steps"):
+        path = getattr(args, name, None)
+        if path is not None:
+            if path.suffix.lower() not in (".csv", ".parquet"):
+                raise ConfigError(name, str(path), "must end in .csv or .parquet")
+            check_output_path(name, path)
+    if getattr(args, "trace", None) is not None:
+        check_output_path("trace", args.trace)
+
+
 def add_policy_option(parser: argparse.ArgumentParser, default: str) -> None:
     """--policy NAME (or `all`)."""
     parser.add_argument("--policy", default=default, choices=[*POLICIES, "all"],

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from refimpl.cli._options import slo_set_of
+from refimpl.cli._options import check_export_paths, slo_set_of
 from refimpl.cli._paths import check_output_dir, check_output_path
 from refimpl.config import SLO_SETS
 from refimpl.engine import SimulationResult, loop_ready, simulate, warm_up
@@ -24,6 +24,7 @@ def simulate_policies(args: argparse.Namespace, policies: list[str]) -> dict[str
         check_output_path("json", args.json)
     if args.out is not None:
         check_output_dir("out", args.out)
+    check_export_paths(args)
     slo_set = slo_set_of(args)
     workload = make_workload(args.workload, num_requests=args.num_requests, rate=args.rate,
                              seed=args.seed)
@@ -73,7 +74,22 @@ def report(args: argparse.Namespace, results: dict[str, SimulationResult]) -> No
                     "slo_set": None if slo_set is None else slo_set.describe()}
         settings.pop("policy", None)
         print(f"report: {write_report(build_report(runs, settings), args.json)}")
+    write_exports(args, results)
     if args.out is not None:
         out = Path(args.out)
         print(f"plots: {plot_latency_cdfs(runs, out / 'latency_cdfs.png')}, "
               f"{plot_timeline(runs, out / 'timeline.png')}")
+
+
+def write_exports(args: argparse.Namespace, results: dict[str, SimulationResult]) -> None:
+    """The per-request and per-step tables and the Perfetto trace, where asked."""
+    from refimpl.export import export_requests, export_steps, write_perfetto_trace
+
+    if getattr(args, "requests", None) is not None:
+        path = export_requests({n: r.requests for n, r in results.items()}, args.requests)
+        print(f"requests: {path}")
+    if getattr(args, "steps", None) is not None:
+        print(f"steps: {export_steps({n: r.steps for n, r in results.items()}, args.steps)}")
+    if getattr(args, "trace", None) is not None:
+        path = write_perfetto_trace({n: r.steps for n, r in results.items()}, args.trace)
+        print(f"trace: {path} (open it at ui.perfetto.dev)")

@@ -27,6 +27,8 @@ SUITES = {
                   "acceptance checks (--threads N: N worker processes)",
     "fidelity": "the real engine (tiny Llama on this CPU) against the simulator at three loads, "
                 "and a drift absorbed",
+    "sweep": "a 48-cell sweep on Ray (--threads N workers, default 2) against the same sweep "
+             "serially, and Ray's start-up",
 }
 # The suites whose runs serve a workload.
 WORKLOAD_SUITES = ("engine", "serving", "admission", "robustness", "fidelity")

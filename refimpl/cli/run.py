@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from refimpl.cli._options import add_policy_option, add_workload_options, slo_set_of
+from refimpl.cli._options import (
+    add_export_options,
+    add_policy_option,
+    add_workload_options,
+    check_export_paths,
+    slo_set_of,
+)
 from refimpl.model import LLAMA_PRESETS
 from refimpl.report.progress import ProgressBar
 from refimpl.sched import POLICIES
@@ -24,6 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                          model_help=f"a model preset ({', '.join(LLAMA_PRESETS)}, seeded random "
                          "weights) or a local Hugging Face Llama checkpoint folder")
     add_policy_option(parser, default="slo")
+    add_export_options(parser)
     parser.add_argument("--admission", action=argparse.BooleanOptionalAction, default=None,
                         help="admission control (default: on for slo only)")
     parser.add_argument("--length-scale", type=float, default=None, metavar="FACTOR",
@@ -45,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from refimpl.metrics.table import format_fidelity
     from refimpl.workloads import assign_slo_set, make_workload
 
+    check_export_paths(args)
     policies = list(POLICIES) if args.policy == "all" else [args.policy]
     workload = make_workload(args.workload, num_requests=args.num_requests, rate=args.rate,
                              seed=args.seed)

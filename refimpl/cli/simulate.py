@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from refimpl.cli._options import add_policy_option, add_workload_options
+from refimpl.cli._options import add_export_options, add_policy_option, add_workload_options
 from refimpl.cli._serve import report, simulate_policies
 from refimpl.sched import POLICIES
 
@@ -17,6 +17,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "policy; step times come from the cost model (analytic for spec-sheet GPUs).")
     add_workload_options(parser, model="llama-3-8b", hardware="h100-sxm", num_requests=None)
     add_policy_option(parser, default="slo")
+    add_export_options(parser)
     parser.add_argument("--admission", action=argparse.BooleanOptionalAction, default=None,
                         help="admission control: accept, queue, degrade or reject each arrival "
                         "by predicted TTFT/TPOT p95 and KV peak (default: on for slo only)")

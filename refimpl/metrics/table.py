@@ -13,7 +13,7 @@ from refimpl.metrics.percentiles import PERCENTILES
 from refimpl.report.units import format_seconds
 
 __all__ = ["format_comparison", "format_fidelity", "format_headline", "format_reasons",
-           "format_run"]
+           "format_run", "render_columns"]
 
 MISSING = "-"  # shown where a figure has no data (e.g. no finished requests)
 
@@ -67,7 +67,7 @@ LATENCY_ROWS = (("TTFT", "ttft"), ("TPOT", "tpot"), ("end-to-end", "e2e"),
                 ("queueing", "queue"))
 
 
-def _render(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def render_columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Aligned columns: the first left-aligned (names), the rest right-aligned (figures)."""
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
 
@@ -93,7 +93,8 @@ def format_comparison(summaries: dict[str, dict]) -> str:
     why = [f"  {name:<{width}}  rejected {_count(s['num_rejected'])}: "
            f"{format_reasons(s.get('rejected_by_reason') or {})}"
            for name, s in rejecting.items()]
-    return "\n".join([_render(header, rows), *(["", "rejected by reason:", *why] if why else [])])
+    return "\n".join([render_columns(header, rows),
+                      *(["", "rejected by reason:", *why] if why else [])])
 
 
 def format_headline(summaries: dict[str, dict], policy: str = "slo") -> str | None:
@@ -124,7 +125,7 @@ def format_run(summary: dict, title: str = "run") -> str:
         f"  finished by reason: {format_reasons(s['finished_by_reason'])}",
         f"  rejected by reason: {format_reasons(s['rejected_by_reason'])}",
         "",
-        _render(header, rows),
+        render_columns(header, rows),
         "",
         f"SLO attainment {_percent(s['slo_attainment'])} "
         f"(TTFT met {s['num_ttft_met']}, TPOT met {s['num_tpot_met']}, both {s['num_slo_met']}"
@@ -154,7 +155,7 @@ def format_fidelity(report: dict, title: str = "real vs simulated") -> str:
     attained = report["slo_attainment"]
     rows.append(["SLO attainment", _percent(attained["real"]), _percent(attained["simulated"]),
                  ""])
-    lines = [title, _render(["", "real", "simulated", "error"], rows)]
+    lines = [title, render_columns(["", "real", "simulated", "error"], rows)]
     for name, errors in (("offline", report["offline"]), ("calibrated", report["calibrated"])):
         lines.append(f"step time, {name} prediction: MAPE {_percent(errors['mape'])}, "
                      f"signed {_signed_percent(errors['signed'])} over {errors['steps']:,} steps")
