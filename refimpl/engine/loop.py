@@ -133,8 +133,9 @@ def serve(config, params, rates, coefficients, ints, floats, kv, q, slo, gs, pla
             kernel_counts[plan.kernels[k]] += 1
         if num_steps == step_f.shape[0]:
             step_f, step_i = _doubled(step_f), _doubled(step_i)
-        _record(step_f[num_steps], step_i[num_steps], kv, sizes, entries, now, duration_s,
-                decision_s, d.num_waiting(policy_waiting, q.sizes) + gate_queued)
+        _record(step_f[num_steps], step_i[num_steps], kv.num_pages - kv.counters[
+            kvm.COUNTER_FREE], sizes, entries, now, duration_s, decision_s,
+            d.num_waiting(policy_waiting, q.sizes) + gate_queued)
         now += duration_s
         num_steps += 1
         if config[PROGRESS] > 0 and num_steps % config[PROGRESS] == 0:
@@ -236,14 +237,17 @@ def _reject_stranded(ints, floats, kv, now):
 
 
 @inline_kernel
-def _record(row_f, row_i, kv, sizes, entries, start_s, duration_s, decision_s, waiting):
-    """One step's records (columns as STEP_FLOAT_FIELDS and STEP_INT_FIELDS)."""
+def _record(row_f, row_i, used_pages, sizes, entries, start_s, duration_s, decision_s,
+            waiting):
+    """One step's records (columns as STEP_FLOAT_FIELDS and STEP_INT_FIELDS); handed the
+    pages in use, not the KV state (an inlined helper handed a tuple copies every array of
+    it, docs/performance.md)."""
     row_f[0], row_f[1], row_f[2] = start_s, duration_s, decision_s
     prefill_tokens = 0
     for k in range(sizes[p.NUM_PREFILL]):
         prefill_tokens += entries[p.PREFILL_TOKENS, k]
     row_i[0], row_i[1], row_i[2] = sizes[p.NUM_DECODE], prefill_tokens, sizes[p.NUM_PREFILL]
-    row_i[3] = kv.num_pages - kvm.num_free_pages(kv)
+    row_i[3] = used_pages
     row_i[4] = waiting
 
 
