@@ -27,9 +27,11 @@ SUITES = {
                   "acceptance checks (--threads N: N worker processes)",
     "fidelity": "the real engine (tiny Llama on this CPU) against the simulator at three loads, "
                 "and a drift absorbed",
+    "prefix": "prefix caching on the Mooncake trace: hit rate, TTFT, capacity and cost per "
+              "step of every policy with and without the cache",
 }
 # The suites whose runs serve a workload.
-WORKLOAD_SUITES = ("engine", "serving", "admission", "robustness", "fidelity")
+WORKLOAD_SUITES = ("engine", "serving", "admission", "robustness", "fidelity", "prefix")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -11,7 +11,10 @@ tokens.
 for each request whose computed tokens caught up with its known ones (vLLM v1's rule: no
 prefill flag, decode is the case of one token left), finishing those that reached their
 length. `end_request` is the one way a request reaches a terminal state: status, reason,
-time, and its pages back in the pool.
+time, and its pages back in the pool. With a prefix cache (refimpl.kv.prefix), `use_prefix`
+starts a request on its cached prompt prefix (it counts as computed, its pages shared),
+`commit_tokens` caches the prompt blocks each step completes, and a request preempted without
+being rescheduled takes back at once the cached blocks other requests still hold.
 """
 
 from __future__ import annotations
@@ -61,7 +64,8 @@ from refimpl.sched.table import (
     WAITING,
 )
 
-__all__ = ["PAGES_SHORT", "TIER_REFUSED", "commit_tokens", "end_request", "prepare"]
+__all__ = ["PAGES_SHORT", "TIER_REFUSED", "commit_tokens", "end_request", "prepare",
+           "use_prefix"]
 
 PAGES_SHORT, TIER_REFUSED = 5, 6  # `prepare`'s errors (refimpl.engine.contract.PLAN_ERRORS)
 
@@ -73,6 +77,14 @@ def end_request(ints, floats, kv, i, status, reason, now):
     ints[REASON, i] = reason
     floats[FINISH, i] = now
     kvm.free(kv, i)
+
+
+@kernel
+def use_prefix(ints, kv, i, pin_idle):
+    """Start waiting request `i` (nothing computed) on its prompt's cached prefix: its
+    pages attached, its tokens computed; with `pin_idle` 0 only blocks others hold."""
+    if kv.prefix.enabled and ints[COMPUTED, i] == 0:
+        ints[COMPUTED, i] = kvm.attach_prefix(kv, i, ints[PROMPT, i], pin_idle)
 
 
 @kernel
@@ -130,6 +142,8 @@ def prepare(ints, floats, kv, entries, sizes, now, finished, started, ones, chec
             num_started += 1
     kvm.grow(kv, entries[DECODE], ones, num_decode)
     kvm.grow(kv, entries[PREFILL], entries[PREFILL_TOKENS], num_prefill)
+    for k in range(sizes[NUM_PREEMPT]):  # (after the growth: the plan counted their pages free)
+        use_prefix(ints, kv, entries[PREEMPT, k], 0)
     return num_finished, num_started, moved, 0, -1
 
 
@@ -142,6 +156,9 @@ def commit_tokens(ints, floats, kv, entries, sizes, start_s, end_s, finished, nu
         if math.isnan(floats[FIRST_SCHEDULED, i]):
             floats[FIRST_SCHEDULED, i] = start_s
         ints[COMPUTED, i] += tokens
+        if kv.prefix.enabled:
+            kvm.publish_prefix(kv, i, ints[COMPUTED, i] - tokens, ints[COMPUTED, i],
+                               ints[PROMPT, i])
         if ints[COMPUTED, i] < ints[PROMPT, i] + ints[GENERATED, i]:
             continue  # a prompt chunk short of the end: no token yet
         ints[GENERATED, i] += 1

@@ -19,7 +19,9 @@ import numpy as np
 from refimpl._numba import inline_kernel, kernel
 from refimpl.kv import _pool_kernels as K
 from refimpl.kv import _tier_kernels as T
+from refimpl.kv import prefix as P
 from refimpl.kv.pool import PagePool, RequestState
+from refimpl.kv.prefix import PrefixState, no_prefix_state
 
 __all__ = ["COUNTER_FREE", "COUNTER_SPILLED", "SLOT_FREE", "SLOT_RESIDENT", "SLOT_SPILLED",
            "KVState", "KVView", "new_kv_state"]
@@ -48,18 +50,21 @@ class KVState(NamedTuple):
     page_size: int
     num_pages: int
     cpu_tier_pages: int
+    prefix: PrefixState  # the prefix cache (refimpl.kv.prefix), disabled where none
 
 
-def new_kv_state(pool: PagePool, num_requests: int, max_holders: int) -> KVState:
+def new_kv_state(pool: PagePool, num_requests: int, max_holders: int,
+                 prefix: PrefixState | None = None) -> KVState:
     """The facade over an empty `pool` for a run of `num_requests` requests, at most
-    `max_holders` of them holding pages at once."""
+    `max_holders` of them holding pages at once, with a prefix cache where given."""
     pool.reserve_slots(max(max_holders, 1))
     free = np.flatnonzero(pool.states == _FREE_SLOT)[::-1]  # lowest slot on top, as the pool
     free_slots = np.append(free, len(free)).astype(np.int64)
     return KVState(pool.refcount, pool.free_stack, pool.counters, pool.tables, pool.num_pages_of,
                    pool.lengths, pool.tokens_per_page, pool.states,
                    np.full(max(num_requests, 1), -1, np.int64), free_slots, pool.page_size,
-                   pool.num_pages, pool.cpu_tier_pages)
+                   pool.num_pages, pool.cpu_tier_pages,
+                   no_prefix_state() if prefix is None else prefix)
 
 
 # ---- queries ---------------------------------------------------------------------------------
@@ -71,8 +76,8 @@ def pages_for(num_tokens, tokens_per_page):
 
 @inline_kernel
 def num_free_pages(kv):
-    """Pages not held by any request."""
-    return kv.counters[K.FREE]
+    """Pages not held by any request: free, or idle in the prefix cache (evicted on demand)."""
+    return kv.counters[K.FREE] + kv.prefix.stats[P.IDLE_PAGES]
 
 
 @inline_kernel
@@ -105,7 +110,7 @@ def pages_needed(kv, i, num_computed, num_tokens):
 @inline_kernel
 def utilization(kv):
     """Share of the pool's pages in use."""
-    return (kv.num_pages - kv.counters[K.FREE]) / kv.num_pages
+    return (kv.num_pages - num_free_pages(kv)) / kv.num_pages
 
 
 # ---- changes (the commit's only way into the pool) -------------------------------------------
@@ -141,6 +146,10 @@ def grow(kv, rows, num_tokens, count):
             continue
         if slot < 0:
             slot = _new_slot(kv, i)
+        if kv.prefix.stats[P.IDLE_PAGES] > 0:  # room first, from the oldest idle blocks
+            tpp = tokens_per_page[slot]
+            P.evict(kv.prefix, free_stack, counters, K.FREE,
+                    (lengths[slot] + tokens + tpp - 1) // tpp - num_pages_of[slot])
         K.take_pages(refcount, free_stack, counters, tables, num_pages_of, lengths,
                      tokens_per_page, slot, tokens)
 
@@ -152,8 +161,11 @@ def free(kv, i):
     if slot < 0:
         return
     if kv.states[slot] == _RESIDENT:
+        start = kv.counters[K.FREE]
         K.release_slot(kv.refcount, kv.free_stack, kv.counters, kv.tables, kv.num_pages_of,
                        slot, 0)
+        if kv.prefix.enabled:
+            P.park(kv.prefix, kv.free_stack, kv.counters, K.FREE, start)
     else:  # spilled: its pages are in the CPU tier
         kv.counters[K.SPILLED] -= kv.num_pages_of[slot]
         kv.num_pages_of[slot] = 0
@@ -171,8 +183,12 @@ def spill(kv, i):
     slot = kv.slot_of[i]
     if slot < 0:
         return K.BAD_SLOT
-    return T.spill(kv.refcount, kv.free_stack, kv.counters, kv.tables, kv.num_pages_of,
-                   kv.states, slot, kv.cpu_tier_pages)
+    start = kv.counters[K.FREE]
+    moved = T.spill(kv.refcount, kv.free_stack, kv.counters, kv.tables, kv.num_pages_of,
+                    kv.states, slot, kv.cpu_tier_pages)
+    if moved >= 0 and kv.prefix.enabled:
+        P.park(kv.prefix, kv.free_stack, kv.counters, K.FREE, start)
+    return moved
 
 
 @kernel
@@ -181,6 +197,8 @@ def restore(kv, i):
     slot = kv.slot_of[i]
     if slot < 0:
         return K.BAD_SLOT
+    if kv.states[slot] == K.SPILLED_SLOT and kv.prefix.stats[P.IDLE_PAGES] > 0:
+        P.evict(kv.prefix, kv.free_stack, kv.counters, K.FREE, kv.num_pages_of[slot])
     return T.restore(kv.refcount, kv.free_stack, kv.counters, kv.tables, kv.num_pages_of,
                      kv.lengths, kv.tokens_per_page, kv.states, slot)
 
@@ -191,8 +209,56 @@ def quantize(kv, i, factor):
     slot = kv.slot_of[i]
     if slot < 0:
         return K.BAD_SLOT
+    if kv.prefix.enabled and factor >= 2 and T.quantize_refusal(
+            kv.refcount, kv.counters, kv.tables, kv.num_pages_of, kv.states, slot) == 0:
+        P.unpublish(kv.prefix, kv.tables, kv.num_pages_of[slot], slot)  # pages rewritten
     return T.quantize(kv.refcount, kv.free_stack, kv.counters, kv.tables, kv.num_pages_of,
                       kv.lengths, kv.tokens_per_page, kv.states, slot, factor)
+
+
+# ---- the prefix cache (refimpl.kv.prefix) --------------------------------------------------
+@kernel
+def attach_prefix(kv, i, prompt_tokens, pin_idle):
+    """Give request `i` (holding no pages) the cached pages of its prompt's longest cached
+    prefix, whole blocks, leaving at least its last prompt token to compute (its first output
+    token needs it); returns the tokens attached. With `pin_idle` 0 only blocks another
+    request holds are attached (no room is taken); none where slots are short."""
+    p = kv.prefix
+    if p.enabled == 0 or kv.slot_of[i] >= 0:
+        return 0
+    eligible = min((prompt_tokens - 1) // p.block_tokens, p.key_start[i + 1] - p.key_start[i])
+    p.stats[P.LOOKUPS] += 1
+    p.stats[P.LOOKUP_BLOCKS] += eligible
+    p.stats[P.LOOKUP_TOKENS] += prompt_tokens
+    count = P.match(p, kv.refcount, i, eligible, pin_idle)
+    if count == 0 or kv.free_slots[kv.free_slots.shape[0] - 1] <= p.slot_reserve:
+        return 0
+    slot = _new_slot(kv, i)
+    P.take_blocks(p, kv.refcount, kv.counters, kv.tables, K.SHARED, i, slot, count)
+    kv.num_pages_of[slot] = count * p.pages_per_block
+    kv.lengths[slot] = count * p.block_tokens
+    p.stats[P.HIT_BLOCKS] += count
+    p.stats[P.HIT_TOKENS] += count * p.block_tokens
+    return count * p.block_tokens
+
+
+@kernel
+def publish_prefix(kv, i, computed_before, computed_after, prompt_tokens):
+    """Cache the prompt blocks of request `i` that its computed tokens just completed."""
+    p = kv.prefix
+    slot = kv.slot_of[i]
+    if p.enabled == 0 or slot < 0 or kv.tokens_per_page[slot] != kv.page_size:
+        return  # (a quantized request's pages hold other bytes than a full-precision block)
+    first = min(computed_before, prompt_tokens) // p.block_tokens
+    last = min(computed_after, prompt_tokens) // p.block_tokens
+    if last > first:
+        P.publish(p, kv.tables, slot, i, first, last)
+
+
+@kernel
+def flush_prefix(kv):
+    """Evict every idle cached block (at a run's end, when no request holds any)."""
+    P.flush(kv.prefix, kv.free_stack, kv.counters, K.FREE)
 
 
 class KVView:
@@ -206,8 +272,8 @@ class KVView:
 
     @property
     def num_free_pages(self) -> int:
-        """Pages not held by any request."""
-        return int(self._kv.counters[K.FREE])
+        """Pages not held by any request (free, or idle in the prefix cache)."""
+        return int(self._kv.counters[K.FREE] + self._kv.prefix.stats[P.IDLE_PAGES])
 
     def utilization(self) -> float:
         """Share of the pool's pages in use."""

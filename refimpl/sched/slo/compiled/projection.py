@@ -132,7 +132,7 @@ def _restore_kv(s, kv, i):
 def _pool_arrays(s, kv):
     """(counters, num_pages_of, tokens_per_page, states) as the plan leaves them."""
     st = s.st
-    if st[PJ_TOUCHED] == 0:
+    if st[PJ_TOUCHED] == 0 and st[PJ_FREE] == kv.counters[FREE]:  # (no idle cached pages)
         return kv.counters, kv.num_pages_of, kv.tokens_per_page, kv.states
     held, tpp, states = kv.num_pages_of.copy(), kv.tokens_per_page.copy(), kv.states.copy()
     for k in range(st[PJ_TOUCHED]):

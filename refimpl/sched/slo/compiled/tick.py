@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from refimpl._numba import kernel
-from refimpl.kv.manager import COUNTER_FREE as FREE
 from refimpl.kv.manager import COUNTER_SPILLED as SPILLED
+from refimpl.kv.manager import num_free_pages
 from refimpl.sched import plan as p
 from refimpl.sched.slo.compiled.decode import _choose_decodes
 from refimpl.sched.slo.compiled.prefill import _choose_prefill, _partial_victim, _step_s
@@ -63,7 +63,7 @@ def plan_slo(s, coefficients, ints, floats, kv, entries, sizes, kernels, now):
     """`SLOPolicy.schedule` (the module doc): fill the plan, taking the tick's own moves."""
     st, fp, ip = s.st, s.fp, s.ip
     st[EPOCH] += 1
-    st[PJ_FREE], st[PJ_CPU], st[PJ_TOUCHED] = kv.counters[FREE], kv.counters[SPILLED], 0
+    st[PJ_FREE], st[PJ_CPU], st[PJ_TOUCHED] = num_free_pages(kv), kv.counters[SPILLED], 0
     base_s = fp[BASE_S]
     min_chunk = ip[MIN_CHUNK]
     while True:
@@ -109,7 +109,7 @@ def plan_slo(s, coefficients, ints, floats, kv, entries, sizes, kernels, now):
 @kernel
 def slo_add(s, ints, floats, i):
     """`SLOPolicy.add_request`: queue admitted row `i` for prefill."""
-    _push(s, ints, floats, i, 0)
+    _push(s, ints, floats, i, ints[COMPUTED, i])  # a prefix-cache hit: less left to compute
 
 
 @kernel
