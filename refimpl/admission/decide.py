@@ -147,7 +147,7 @@ def _too_late(s, ints, floats, i, now):
     if share >= 1.0:
         return True
     rate = delivery(s) * (1.0 - share) / step_error(s)
-    own = prompt_seconds(s.fparams, ints[PROMPT, i] - ints[COMPUTED, i], ints[COMPUTED, i])
+    own = prompt_seconds(s.fparams, ints[PROMPT, i], 0)
     return now + granularity_s(s) + own / rate > floats[ARRIVAL, i] + floats[TTFT_SLO, i]
 
 
@@ -172,9 +172,7 @@ def commit(s, ints, floats, kv, i, now, action, reason, cap, gate_out, column):
     s.counts[S.NUM_PENDING] += 1
     c = _ttft_class(s.ttft_targets, floats[TTFT_SLO, i])
     decay = np.exp(-(now - s.class_time_s[c]) / f[S.RATE_HORIZON_S])
-    cached = ints[COMPUTED, i]  # a prefix-cache hit's tokens cost no prefill
-    s.class_work_s[c] = s.class_work_s[c] * decay + prompt_seconds(f, ints[PROMPT, i] - cached,
-                                                                cached)
+    s.class_work_s[c] = s.class_work_s[c] * decay + prompt_seconds(f, ints[PROMPT, i], 0)
     s.class_time_s[c] = now
 
 

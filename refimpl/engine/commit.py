@@ -11,10 +11,10 @@ tokens.
 for each request whose computed tokens caught up with its known ones (vLLM v1's rule: no
 prefill flag, decode is the case of one token left), finishing those that reached their
 length. `end_request` is the one way a request reaches a terminal state: status, reason,
-time, and its pages back in the pool. With a prefix cache (refimpl.kv.prefix), `use_prefix`
-starts a request on its cached prompt prefix (it counts as computed, its pages shared),
-`commit_tokens` caches the prompt blocks each step completes, and a request preempted without
-being rescheduled takes back at once the cached blocks other requests still hold.
+time, and its pages back in the pool. With a prefix cache (refimpl.kv.prefix), `prepare`
+first starts each waiting prefill on its prompt's cached prefix (it counts as computed, its
+pages shared: vLLM's computed blocks at schedule time), and `commit_tokens` caches the prompt
+blocks each step completes.
 """
 
 from __future__ import annotations
@@ -80,11 +80,23 @@ def end_request(ints, floats, kv, i, status, reason, now):
 
 
 @kernel
-def use_prefix(ints, kv, i, pin_idle):
-    """Start waiting request `i` (nothing computed) on its prompt's cached prefix: its
-    pages attached, its tokens computed; with `pin_idle` 0 only blocks others hold."""
-    if kv.prefix.enabled and ints[COMPUTED, i] == 0:
-        ints[COMPUTED, i] = kvm.attach_prefix(kv, i, ints[PROMPT, i], pin_idle)
+def use_prefix(ints, kv, entries, sizes, plans_hits):
+    """Start each waiting prefill with nothing computed on its prompt's cached prefix, as
+    far as its chunk leaves room: pages attached, tokens computed. A compiled policy planned
+    the hit (refimpl.kv.manager.prefix_start) and its pages; a Python one planned from its
+    computed tokens, so without `plans_hits` only blocks others hold (taking no room) count.
+    Blocks held by a request the plan quantizes, spills, preempts or ends are not attached:
+    the plan counted their pages freed (or unshared), and sharing them would undo that."""
+    for rows, count in ((QUANTIZE, sizes[NUM_QUANTIZE]), (SPILL, sizes[NUM_SPILL]),
+                        (PREEMPT, sizes[NUM_PREEMPT]), (FINISH_ROW, sizes[NUM_FINISH])):
+        for k in range(count):
+            kvm.hold_back_prefix(kv, entries[rows, k])
+    for k in range(sizes[NUM_PREFILL]):
+        i = entries[PREFILL, k]
+        if ints[STATUS, i] == WAITING and ints[COMPUTED, i] == 0:
+            room = ints[PROMPT, i] + ints[GENERATED, i] - entries[PREFILL_TOKENS, k]
+            ints[COMPUTED, i] = kvm.attach_prefix(kv, i, ints[PROMPT, i], room, plans_hits)
+    kvm.end_hold_back(kv)
 
 
 @kernel
@@ -97,13 +109,18 @@ def _preempt(ints, kv, i):
 
 
 @kernel
-def prepare(ints, floats, kv, entries, sizes, now, finished, started, ones, check_pages):
+def prepare(ints, floats, kv, entries, sizes, now, finished, started, ones, check_pages,
+            plans_hits):
     """Carry out the plan's KV actions, then grow each scheduled request's KV (a decode by
     one token: `ones` is an array of ones); returns (requests finished early, written to
     `finished`; requests started, to `started`; pages moved to or from the CPU tier; an
     error code and its request: TIER_REFUSED where the pool refused a tier move,
-    PAGES_SHORT where, with `check_pages`, the growth needs more pages than are free)."""
+    PAGES_SHORT where, with `check_pages` or a prefix cache, the growth needs more pages
+    than are free). Prefix hits come first (`use_prefix`), before a restore could evict them."""
     num_finished = num_started = moved = 0
+    if kv.prefix.enabled:
+        use_prefix(ints, kv, entries, sizes, plans_hits)
+        check_pages = True  # (a hit a plan did not count would overdraw the pool: refuse it)
     for k in range(sizes[NUM_RESTORE]):
         pages = kvm.restore(kv, entries[RESTORE, k])
         if pages < 0:
@@ -142,8 +159,6 @@ def prepare(ints, floats, kv, entries, sizes, now, finished, started, ones, chec
             num_started += 1
     kvm.grow(kv, entries[DECODE], ones, num_decode)
     kvm.grow(kv, entries[PREFILL], entries[PREFILL_TOKENS], num_prefill)
-    for k in range(sizes[NUM_PREEMPT]):  # (after the growth: the plan counted their pages free)
-        use_prefix(ints, kv, entries[PREEMPT, k], 0)
     return num_finished, num_started, moved, 0, -1
 
 

@@ -167,16 +167,12 @@ class Engine:
         the context policies and gates read them through."""
         n = len(pending)
         ints, floats = new_requests(pending)
-        holders = self._max_holders(n)
         prefix = None
         if self.prefix_cache and any(r.block_hashes for r in pending):
-            # as many slots again for requests that wait holding a cached prefix; attaching
-            # one leaves `holders` free, so running requests never run short of slots
             prefix = new_prefix_state([tuple(r.block_hashes) for r in pending],
-                                      self.pool.num_pages, self.pool.page_size, holders,
+                                      self.pool.num_pages, self.pool.page_size,
                                       self.prefix_block_tokens)
-            holders *= 2
-        kv = new_kv_state(self.pool, n, holders, prefix)
+        kv = new_kv_state(self.pool, n, self._max_holders(n), prefix)
         q = new_queues(n, n)
         arrays = RunArrays(ints, floats, kv, q)
         context = PolicyContext(

@@ -3,8 +3,7 @@
 Vidur's discrete-event core and nano-vllm's step, compiled whole with Numba so a trace of
 20,000 requests and 700,000 steps runs in about a second. Each turn:
 1. **arrivals**: requests that arrived by now are checked against the model's context and the
-   pool (rejected at once if they can never fit), start on their cached prompt prefix where
-   a prefix cache holds one (refimpl.kv.prefix), then are shown to the gate (refimpl.admission),
+   pool (rejected at once if they can never fit), then shown to the gate (refimpl.admission),
    which accepts (the policy gets the request), degrades, queues or rejects; queued ones are
    polled again before every step;
 2. **plan**: the policy fills the plan arrays (refimpl.sched.plan), reading only; a
@@ -29,7 +28,7 @@ from refimpl.admission import decide as gate
 from refimpl.engine import bridge
 from refimpl.engine import dispatch as d
 from refimpl.engine.clock import monotonic_ns
-from refimpl.engine.commit import commit_tokens, end_request, prepare, use_prefix
+from refimpl.engine.commit import commit_tokens, end_request, prepare
 from refimpl.engine.contract import PLAN_ERRORS, check_plan
 from refimpl.kv import manager as kvm
 from refimpl.sched import plan as p
@@ -109,7 +108,7 @@ def serve(config, params, rates, coefficients, ints, floats, kv, q, slo, gs, pla
             break
         num_finished, num_started, moved, error, row = prepare(
             ints, floats, kv, entries, sizes, now, finished, started, ones,
-            code == PYTHON or code == SLO)  # noqa: SIM109 (Numba: no `in` on a tuple here)
+            code == PYTHON or code == SLO, code != PYTHON)  # noqa: SIM109 (Numba: no `in`)
         if error != 0:
             return num_steps, step_f, step_i, error, row
         duration_s = d.step_seconds(config[EXECUTOR], coefficients, handle, ints, entries,
@@ -169,7 +168,6 @@ def _arrive(config, ints, floats, kv, q, slo, gs, gate_out, i, now):
     if kvm.pages_for(total, kv.page_size) > kv.num_pages:
         end_request(ints, floats, kv, i, REJECTED, EXCEEDS_KV_CAPACITY, floats[ARRIVAL, i])
         return 0
-    use_prefix(ints, kv, i, 1)  # before the gate: it counts only the uncached prompt
     if config[GATE] == NO_GATE:
         _accept(config, ints, floats, q, slo, i, now)
         return 0

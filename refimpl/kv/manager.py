@@ -98,6 +98,21 @@ _pages_needed_of = inline_kernel(pages_needed_of)
 
 
 @inline_kernel
+def pages_released(kv, i):
+    """Pages freeing request `i` now gives back: those it holds alone (a page shared with
+    another request, a fork or a cached prefix, stays); all it holds where none is shared."""
+    slot = kv.slot_of[i]
+    if slot < 0:
+        return 0
+    if kv.counters[K.SHARED] == 0 or kv.states[slot] != _RESIDENT:
+        return kv.num_pages_of[slot]
+    alone = 0
+    for j in range(kv.num_pages_of[slot]):
+        alone += kv.refcount[kv.tables[slot, j]] == 1
+    return alone
+
+
+@inline_kernel
 def pages_needed(kv, i, num_computed, num_tokens):
     """New pages request `i` takes if `num_tokens` more of its tokens are computed."""
     slot = kv.slot_of[i]
@@ -217,12 +232,34 @@ def quantize(kv, i, factor):
 
 
 # ---- the prefix cache (refimpl.kv.prefix) --------------------------------------------------
+@inline_kernel
+def prefix_start(kv, i, num_computed, prompt_tokens):
+    """(tokens request `i` would start from if scheduled now, idle cached pages that start
+    takes out of the free count): its computed tokens, or, where it holds no pages and has
+    computed nothing, its prompt's longest cached prefix in whole blocks, short of its last
+    prompt token (its first output token needs that one computed)."""
+    p = kv.prefix
+    if p.enabled == 0 or num_computed > 0 or kv.slot_of[i] >= 0:
+        return num_computed, 0
+    count = P.match(p, kv.refcount, i, (prompt_tokens - 1) // p.block_tokens, 1)
+    if count == 0:
+        return 0, 0
+    return count * p.block_tokens, P.idle_pages_of(p, kv.refcount, i, count)
+
+
+@inline_kernel
+def pages_to_start(kv, i, num_computed, start, pinned, num_tokens):
+    """Pages scheduling `num_tokens` of request `i` from `start` (`prefix_start`) takes from
+    the free count: fresh pages, and the idle cached ones its prefix holds again."""
+    return (pages_needed(kv, i, start, num_tokens) - (start - num_computed) // kv.page_size
+            + pinned)
+
+
 @kernel
-def attach_prefix(kv, i, prompt_tokens, pin_idle):
-    """Give request `i` (holding no pages) the cached pages of its prompt's longest cached
-    prefix, whole blocks, leaving at least its last prompt token to compute (its first output
-    token needs it); returns the tokens attached. With `pin_idle` 0 only blocks another
-    request holds are attached (no room is taken); none where slots are short."""
+def attach_prefix(kv, i, prompt_tokens, max_start, pin_idle):
+    """Start request `i` (holding no pages, nothing computed) on its prompt's cached prefix,
+    at most `max_start` tokens of it (`prefix_start`'s rule); returns the tokens attached.
+    With `pin_idle` 0 only blocks another request holds count (taking no room)."""
     p = kv.prefix
     if p.enabled == 0 or kv.slot_of[i] >= 0:
         return 0
@@ -230,8 +267,8 @@ def attach_prefix(kv, i, prompt_tokens, pin_idle):
     p.stats[P.LOOKUPS] += 1
     p.stats[P.LOOKUP_BLOCKS] += eligible
     p.stats[P.LOOKUP_TOKENS] += prompt_tokens
-    count = P.match(p, kv.refcount, i, eligible, pin_idle)
-    if count == 0 or kv.free_slots[kv.free_slots.shape[0] - 1] <= p.slot_reserve:
+    count = P.match(p, kv.refcount, i, min(eligible, max_start // p.block_tokens), pin_idle)
+    if count == 0:
         return 0
     slot = _new_slot(kv, i)
     P.take_blocks(p, kv.refcount, kv.counters, kv.tables, K.SHARED, i, slot, count)
@@ -240,6 +277,20 @@ def attach_prefix(kv, i, prompt_tokens, pin_idle):
     p.stats[P.HIT_BLOCKS] += count
     p.stats[P.HIT_TOKENS] += count * p.block_tokens
     return count * p.block_tokens
+
+
+@kernel
+def hold_back_prefix(kv, i):
+    """Until `end_hold_back`, no attach takes the cached blocks request `i` holds."""
+    slot = kv.slot_of[i]
+    if kv.prefix.enabled and slot >= 0 and kv.states[slot] == _RESIDENT:
+        P.hold_back(kv.prefix, kv.tables, kv.num_pages_of[slot], slot)
+
+
+@inline_kernel
+def end_hold_back(kv):
+    """Every block held back becomes attachable again (the marks' epoch moves on)."""
+    kv.prefix.marks[kv.prefix.marks.shape[0] - 1] += 1
 
 
 @kernel

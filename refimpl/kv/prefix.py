@@ -42,7 +42,6 @@ class PrefixState(NamedTuple):
     enabled: int
     block_tokens: int
     pages_per_block: int
-    slot_reserve: int  # free KV slots an attach must leave (for requests that start running)
     keys: np.ndarray  # (blocks of all requests,) int64: chained key of each request's blocks
     key_start: np.ndarray  # (n + 1,) int64: request i's keys are keys[key_start[i]:key_start[i+1]]
     table_keys: np.ndarray  # (capacity,) int64, capacity a power of two
@@ -53,6 +52,8 @@ class PrefixState(NamedTuple):
     page_block: np.ndarray  # (num_pages,) int64: the cached block a page belongs to, -1 none
     lru_prev: np.ndarray  # (max blocks + 1,) int64: the last entry is the list's sentinel
     lru_next: np.ndarray  # (max blocks + 1,) int64: next[sentinel] is the oldest idle block
+    marks: np.ndarray  # (max blocks + 1,) int64: blocks held back from attaching, where the
+    # entry equals the last one (the epoch: bumped, every mark expires)
     stats: np.ndarray  # (len(STAT_FIELDS),) int64
 
 
@@ -78,11 +79,11 @@ def chain_keys(hashes: tuple[int, ...] | list[int]) -> list[int]:
 
 def no_prefix_state() -> PrefixState:
     """A disabled cache (tiny arrays): the state a run without prefix caching carries."""
-    return _state(0, BLOCK_TOKENS, 1, 0, np.zeros(0, np.int64), np.zeros(1, np.int64), 1, 1)
+    return _state(0, BLOCK_TOKENS, 1, np.zeros(0, np.int64), np.zeros(1, np.int64), 1, 1)
 
 
 def new_prefix_state(block_hashes: list[tuple[int, ...]], num_pages: int, page_size: int,
-                     slot_reserve: int, block_tokens: int = BLOCK_TOKENS) -> PrefixState:
+                     block_tokens: int = BLOCK_TOKENS) -> PrefixState:
     """An empty cache over a pool of `num_pages` pages of `page_size` tokens, for requests
     with these block hashes (one tuple per request, in the run's row order)."""
     if block_tokens < page_size or block_tokens % page_size:
@@ -92,20 +93,21 @@ def new_prefix_state(block_hashes: list[tuple[int, ...]], num_pages: int, page_s
     starts[1:] = np.cumsum([len(h) for h in block_hashes])
     keys = np.array([k for h in block_hashes for k in chain_keys(h)], np.int64)
     ppb = block_tokens // page_size
-    return _state(1, block_tokens, ppb, slot_reserve, keys, starts, num_pages // ppb, num_pages)
+    return _state(1, block_tokens, ppb, keys, starts, num_pages // ppb, num_pages)
 
 
-def _state(enabled, block_tokens, ppb, slot_reserve, keys, starts, max_blocks, num_pages):
+def _state(enabled, block_tokens, ppb, keys, starts, max_blocks, num_pages):
     capacity = 8
     while capacity < 2 * (max_blocks + 1):
         capacity *= 2
     block_free = np.append(np.arange(max_blocks - 1, -1, -1), max_blocks).astype(np.int64)
     sentinel = np.full(max_blocks + 1, max_blocks, np.int64)
-    return PrefixState(enabled, block_tokens, ppb, slot_reserve, keys, starts,
+    return PrefixState(enabled, block_tokens, ppb, keys, starts,
                        np.zeros(capacity, np.int64), np.full(capacity, -1, np.int64),
                        np.zeros(max(max_blocks, 1), np.int64),
                        np.zeros((max(max_blocks, 1), ppb), np.int32), block_free,
                        np.full(num_pages, -1, np.int64), sentinel, sentinel.copy(),
+                       np.append(np.full(max_blocks, -1), 0).astype(np.int64),
                        np.zeros(len(STAT_FIELDS), np.int64))
 
 
@@ -182,13 +184,35 @@ def _lru_remove(p, block):
 def match(p, refcount, i, max_blocks, pin_idle):
     """How many of request `i`'s first blocks (at most `max_blocks`) are cached, in a row;
     with `pin_idle` 0 only blocks some page table holds count."""
-    lo = p.key_start[i]
+    lo, epoch = p.key_start[i], p.marks[p.marks.shape[0] - 1]
     count = min(p.key_start[i + 1] - lo, max_blocks)
     for k in range(count):
         block = find(p, p.keys[lo + k])
-        if block < 0 or (pin_idle == 0 and refcount[p.block_pages[block, 0]] == 0):
+        if (block < 0 or p.marks[block] == epoch
+                or (pin_idle == 0 and refcount[p.block_pages[block, 0]] == 0)):
             return k
     return max(count, 0)
+
+
+@kernel
+def hold_back(p, tables, num_pages, slot):
+    """Mark the cached blocks among `slot`'s first `num_pages` pages: `match` stops at them
+    until the epoch moves on."""
+    epoch = p.marks[p.marks.shape[0] - 1]
+    for j in range(num_pages):
+        block = p.page_block[tables[slot, j]]
+        if block >= 0:
+            p.marks[block] = epoch
+
+
+@kernel
+def idle_pages_of(p, refcount, i, count):
+    """Pages of request `i`'s first `count` cached blocks that no page table holds now."""
+    idle, lo = 0, p.key_start[i]
+    for k in range(count):
+        if refcount[p.block_pages[find(p, p.keys[lo + k]), 0]] == 0:
+            idle += p.pages_per_block
+    return idle
 
 
 @kernel

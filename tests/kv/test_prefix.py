@@ -16,11 +16,14 @@ from refimpl.kv import prefix as P
 PAGE_SIZE, BLOCK_TOKENS = 4, 8  # two pages per block
 
 
-def kv_state(block_hashes, num_pages=16, reserve=0, cpu_pages=8):
+ANY = 10**6  # no cap on the tokens an attach may start from
+
+
+def kv_state(block_hashes, num_pages=16, cpu_pages=8):
     """A facade over a fresh pool, with a prefix cache for requests with these hashes."""
     pool = PagePool(num_pages, PAGE_SIZE, max_context=200, cpu_tier_pages=cpu_pages)
-    prefix = P.new_prefix_state(block_hashes, num_pages, PAGE_SIZE, reserve, BLOCK_TOKENS)
-    return kvm.new_kv_state(pool, len(block_hashes), len(block_hashes) * 2, prefix)
+    prefix = P.new_prefix_state(block_hashes, num_pages, PAGE_SIZE, BLOCK_TOKENS)
+    return kvm.new_kv_state(pool, len(block_hashes), len(block_hashes), prefix)
 
 
 def check_books(kv):
@@ -74,15 +77,15 @@ def test_chained_keys_name_the_whole_prefix():
 
 def test_a_block_size_that_is_not_whole_pages_is_refused():
     with pytest.raises(ConfigError, match="block_tokens"):
-        P.new_prefix_state([(1,)], 16, PAGE_SIZE, 0, block_tokens=6)
+        P.new_prefix_state([(1,)], 16, PAGE_SIZE, block_tokens=6)
 
 
 def test_a_second_request_shares_the_first_ones_cached_blocks():
     kv = kv_state([(1, 2, 3), (1, 2, 9)])
-    assert kvm.attach_prefix(kv, 0, 20, 1) == 0  # nothing cached yet
+    assert kvm.attach_prefix(kv, 0, 20, ANY, 1) == 0  # nothing cached yet
     serve(kv, 0, 20)  # blocks 1 and 1-2 full (16 tokens), 4 tokens of a third block
     assert kv.prefix.stats[P.CACHED_PAGES] == 4
-    assert kvm.attach_prefix(kv, 1, 20, 1) == 16  # both full blocks in common
+    assert kvm.attach_prefix(kv, 1, 20, ANY, 1) == 16  # both full blocks in common
     slot0, slot1 = kv.slot_of[0], kv.slot_of[1]
     assert np.array_equal(kv.tables[slot1, :4], kv.tables[slot0, :4])
     assert (kv.refcount[kv.tables[slot0, :4]] == 2).all()
@@ -95,10 +98,31 @@ def test_a_second_request_shares_the_first_ones_cached_blocks():
     assert kv.counters[K.FREE] == kv.num_pages
 
 
+def test_a_policy_sees_the_start_and_the_pages_a_hit_takes():
+    kv = kv_state([(1, 2, 3), (1, 2, 3), (9,)])
+    serve(kv, 0, 24)
+    assert kvm.prefix_start(kv, 1, 0, 24) == (16, 0)  # held by request 0: pins nothing
+    kvm.free(kv, 0)
+    assert kvm.prefix_start(kv, 1, 0, 24) == (16, 4)  # idle now: 4 pages leave the free count
+    assert kvm.prefix_start(kv, 1, 5, 24) == (5, 0)  # computed already: no look-up
+    assert kvm.prefix_start(kv, 2, 0, 24) == (0, 0)
+    free = kvm.num_free_pages(kv)
+    # 8 more tokens after the 16 cached: 2 fresh pages, and the 4 idle ones it holds again
+    assert kvm.pages_to_start(kv, 1, 0, 16, 4, 8) == 6
+    assert kvm.attach_prefix(kv, 1, 24, 8, 1) == 8  # capped: one block leaves room for 16
+    kvm.free(kv, 1)
+    assert kvm.attach_prefix(kv, 1, 24, ANY, 1) == 16
+    kvm.grow(kv, np.array([1], np.int64), np.array([8], np.int64), 1)
+    assert kvm.num_free_pages(kv) == free - 6
+    kvm.free(kv, 1)
+    kvm.flush_prefix(kv)
+    check_books(kv)
+
+
 def test_the_last_prompt_token_is_always_computed():
     kv = kv_state([(1, 2), (1, 2)])
     serve(kv, 0, 16)
-    assert kvm.attach_prefix(kv, 1, 16, 1) == 8  # the second block would leave nothing to do
+    assert kvm.attach_prefix(kv, 1, 16, ANY, 1) == 8  # the second block would leave nothing to do
     kvm.free(kv, 0)
     kvm.free(kv, 1)
     kvm.flush_prefix(kv)
@@ -109,7 +133,7 @@ def test_eviction_takes_the_oldest_idle_block_and_never_a_held_one():
     kv = kv_state([(1,), (2,), (3,), (1, 7), (4,)], num_pages=12)
     for i in range(3):
         serve(kv, i, 9)  # one full block (2 pages) and a page of the next
-    kvm.attach_prefix(kv, 3, 17, 1)  # holds block 1 (request 0's)
+    kvm.attach_prefix(kv, 3, 17, ANY, 1)  # holds block 1 (request 0's)
     for i in range(3):
         kvm.free(kv, i)
     check_books(kv)
@@ -133,7 +157,7 @@ def test_a_quantized_request_takes_its_blocks_out_of_the_cache():
     serve(kv, 0, 17)
     assert kvm.quantize(kv, 0, 2) >= 0
     check_books(kv)
-    assert kvm.attach_prefix(kv, 1, 17, 1) == 0  # its pages hold other bytes now
+    assert kvm.attach_prefix(kv, 1, 17, ANY, 1) == 0  # its pages hold other bytes now
     kvm.free(kv, 0)
     check_books(kv)
 
@@ -144,7 +168,7 @@ def test_pinning_only_held_blocks_takes_no_room():
     serve(kv, 1, 17)  # a duplicate of request 0's blocks: not cached twice
     assert kv.prefix.stats[P.PUBLISHED_BLOCKS] == 2
     kvm.free(kv, 0)
-    assert kvm.attach_prefix(kv, 2, 17, 0) == 0  # request 0's blocks are idle
+    assert kvm.attach_prefix(kv, 2, 17, ANY, 0) == 0  # request 0's blocks are idle
     check_books(kv)
     kvm.free(kv, 1)
     kvm.flush_prefix(kv)
@@ -166,13 +190,13 @@ def test_books_balance_under_a_random_mix_of_shared_and_private_requests(shapes,
     hashes = [PREFIXES[k] if k < 3 else (100 + r, 200 + r, 300 + r)
               for r, (k, _) in enumerate(shapes)]
     prompts = [tokens for _, tokens in shapes]
-    kv = kv_state(hashes, num_pages=14, reserve=1)
+    kv = kv_state(hashes, num_pages=14)
     computed = [-1] * len(hashes)  # -1: not arrived (or freed)
     for op, r, flag in ops:
         slot = kv.slot_of[r]
         resident = slot >= 0 and kv.states[slot] == K.RESIDENT
         if op == "arrive" and computed[r] < 0:
-            computed[r] = kvm.attach_prefix(kv, r, prompts[r], int(flag))
+            computed[r] = kvm.attach_prefix(kv, r, prompts[r], ANY, int(flag))
         elif op == "run" and 0 <= computed[r] < prompts[r] and (slot < 0 or resident):
             tokens = prompts[r] - computed[r] if flag else 1
             if kvm.pages_needed(kv, r, computed[r], tokens) <= kvm.num_free_pages(kv):
@@ -194,3 +218,19 @@ def test_books_balance_under_a_random_mix_of_shared_and_private_requests(shapes,
     kvm.flush_prefix(kv)
     check_books(kv)
     assert kv.counters[K.FREE] == kv.num_pages and kv.counters[K.SPILLED] == 0
+
+
+def test_blocks_held_back_for_a_step_are_not_attached():
+    # the commit holds back the blocks of requests its plan quantizes, spills or frees
+    kv = kv_state([(1, 2), (1, 2)])
+    serve(kv, 0, 17)
+    kvm.hold_back_prefix(kv, 0)
+    assert kvm.prefix_start(kv, 1, 0, 17) == (0, 0)
+    assert kvm.attach_prefix(kv, 1, 17, ANY, 1) == 0
+    kvm.end_hold_back(kv)
+    assert kvm.prefix_start(kv, 1, 0, 17) == (16, 0)
+    assert kvm.attach_prefix(kv, 1, 17, ANY, 1) == 16
+    kvm.free(kv, 0)
+    kvm.free(kv, 1)
+    kvm.flush_prefix(kv)
+    check_books(kv)

@@ -109,7 +109,7 @@ def plan_slo(s, coefficients, ints, floats, kv, entries, sizes, kernels, now):
 @kernel
 def slo_add(s, ints, floats, i):
     """`SLOPolicy.add_request`: queue admitted row `i` for prefill."""
-    _push(s, ints, floats, i, ints[COMPUTED, i])  # a prefix-cache hit: less left to compute
+    _push(s, ints, floats, i, 0)
 
 
 @kernel
