@@ -171,7 +171,9 @@ def commit_tokens(ints, floats, kv, entries, sizes, start_s, end_s, finished, nu
         if math.isnan(floats[FIRST_SCHEDULED, i]):
             floats[FIRST_SCHEDULED, i] = start_s
         ints[COMPUTED, i] += tokens
-        if kv.prefix.enabled:
+        if kv.prefix.enabled and ints[COMPUTED, i] - tokens < ints[PROMPT, i]:
+            # prompt tokens computed (never a decode's: a call per decode, passing the facade's
+            # arrays, would cost more than the step's bookkeeping)
             kvm.publish_prefix(kv, i, ints[COMPUTED, i] - tokens, ints[COMPUTED, i],
                                ints[PROMPT, i])
         if ints[COMPUTED, i] < ints[PROMPT, i] + ints[GENERATED, i]:

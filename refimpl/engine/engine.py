@@ -169,7 +169,7 @@ class Engine:
         ints, floats = new_requests(pending)
         prefix = None
         if self.prefix_cache and any(r.block_hashes for r in pending):
-            prefix = new_prefix_state([tuple(r.block_hashes) for r in pending],
+            prefix = new_prefix_state([_block_hashes(r) for r in pending],
                                       self.pool.num_pages, self.pool.page_size,
                                       self.prefix_block_tokens)
         kv = new_kv_state(self.pool, n, self._max_holders(n), prefix)
@@ -210,6 +210,16 @@ class Engine:
             raise AssertionError(  # a loop or policy bug, never the user's input
                 f"run ended with requests {unfinished[:5]} unfinished and "
                 f"{self.pool.num_used_pages} KV pages still held")
+
+
+def _block_hashes(request: Request) -> tuple[int, ...]:
+    """A request's prefix-block hashes, checked to be whole numbers."""
+    hashes = request.block_hashes
+    if not isinstance(hashes, (tuple, list)) or not all(
+            isinstance(h, (int, np.integer)) and not isinstance(h, bool) for h in hashes):
+        raise ConfigError("block_hashes", hashes, "must be a sequence of integers",
+                          where=f"request {request.request_id!r}")
+    return tuple(int(h) for h in hashes)
 
 
 def _gate_kind(gate: Gate | None) -> int:

@@ -111,7 +111,7 @@ def prefix_cache_for(prefix_cache: bool | None, requests: Sequence[Request]) -> 
     """Whether a run caches prompt prefixes: None means where some request has block hashes."""
     if prefix_cache is not None and not isinstance(prefix_cache, bool):
         raise ConfigError("prefix_cache", prefix_cache, "must be True, False or None")
-    has_hashes = any(r.block_hashes for r in requests)
+    has_hashes = any(getattr(r, "block_hashes", ()) for r in requests)  # (checked later)
     return has_hashes if prefix_cache is None else prefix_cache and has_hashes
 
 

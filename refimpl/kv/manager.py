@@ -161,10 +161,10 @@ def grow(kv, rows, num_tokens, count):
             continue
         if slot < 0:
             slot = _new_slot(kv, i)
-        if kv.prefix.stats[P.IDLE_PAGES] > 0:  # room first, from the oldest idle blocks
-            tpp = tokens_per_page[slot]
-            P.evict(kv.prefix, free_stack, counters, K.FREE,
-                    (lengths[slot] + tokens + tpp - 1) // tpp - num_pages_of[slot])
+        tpp = tokens_per_page[slot]
+        need = (lengths[slot] + tokens + tpp - 1) // tpp - num_pages_of[slot]
+        if need > counters[K.FREE]:  # room first, from the oldest idle prefix-cache blocks
+            P.evict(kv.prefix, free_stack, counters, K.FREE, need)
         K.take_pages(refcount, free_stack, counters, tables, num_pages_of, lengths,
                      tokens_per_page, slot, tokens)
 

@@ -116,3 +116,9 @@ def test_the_mooncake_trace_hits(traces_dir):
     summary = refimpl.simulate(requests, "vllm", model=MODEL).summary()
     # at most the blocks seen before (under load fewer: evicted, or still being computed)
     assert 0 < summary["prefix_hit_blocks"] <= expected_hits(requests)
+
+
+def test_block_hashes_that_are_not_integers_are_refused():
+    requests = [Request(0, 0.0, 600, 2, block_hashes=("a", "b"))]
+    with pytest.raises(ConfigError, match="block_hashes"):
+        refimpl.simulate(requests, "vllm", model=MODEL)
