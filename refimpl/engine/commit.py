@@ -23,6 +23,7 @@ import math
 
 from refimpl._numba import kernel
 from refimpl.kv import manager as kvm
+from refimpl.kv import prefix_facade as kvp
 from refimpl.sched.plan import (
     DECODE,
     FINISH_REASON,
@@ -83,20 +84,20 @@ def end_request(ints, floats, kv, i, status, reason, now):
 def use_prefix(ints, kv, entries, sizes, plans_hits):
     """Start each waiting prefill with nothing computed on its prompt's cached prefix, as
     far as its chunk leaves room: pages attached, tokens computed. A compiled policy planned
-    the hit (refimpl.kv.manager.prefix_start) and its pages; a Python one planned from its
+    the hit (refimpl.kv.prefix_facade.prefix_start) and its pages; a Python one planned from its
     computed tokens, so without `plans_hits` only blocks others hold (taking no room) count.
     Blocks held by a request the plan quantizes, spills, preempts or ends are not attached:
     the plan counted their pages freed (or unshared), and sharing them would undo that."""
     for rows, count in ((QUANTIZE, sizes[NUM_QUANTIZE]), (SPILL, sizes[NUM_SPILL]),
                         (PREEMPT, sizes[NUM_PREEMPT]), (FINISH_ROW, sizes[NUM_FINISH])):
         for k in range(count):
-            kvm.hold_back_prefix(kv, entries[rows, k])
+            kvp.hold_back_prefix(kv, entries[rows, k])
     for k in range(sizes[NUM_PREFILL]):
         i = entries[PREFILL, k]
         if ints[STATUS, i] == WAITING and ints[COMPUTED, i] == 0:
             room = ints[PROMPT, i] + ints[GENERATED, i] - entries[PREFILL_TOKENS, k]
-            ints[COMPUTED, i] = kvm.attach_prefix(kv, i, ints[PROMPT, i], room, plans_hits)
-    kvm.end_hold_back(kv)
+            ints[COMPUTED, i] = kvp.attach_prefix(kv, i, ints[PROMPT, i], room, plans_hits)
+    kvp.end_hold_back(kv)
 
 
 @kernel
@@ -174,7 +175,7 @@ def commit_tokens(ints, floats, kv, entries, sizes, start_s, end_s, finished, nu
         if kv.prefix.enabled and ints[COMPUTED, i] - tokens < ints[PROMPT, i]:
             # prompt tokens computed (never a decode's: a call per decode, passing the facade's
             # arrays, would cost more than the step's bookkeeping)
-            kvm.publish_prefix(kv, i, ints[COMPUTED, i] - tokens, ints[COMPUTED, i],
+            kvp.publish_prefix(kv, i, ints[COMPUTED, i] - tokens, ints[COMPUTED, i],
                                ints[PROMPT, i])
         if ints[COMPUTED, i] < ints[PROMPT, i] + ints[GENERATED, i]:
             continue  # a prompt chunk short of the end: no token yet

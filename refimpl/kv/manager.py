@@ -130,7 +130,7 @@ def utilization(kv):
 
 # ---- changes (the commit's only way into the pool) -------------------------------------------
 @kernel
-def _new_slot(kv, i):
+def take_slot(kv, i):
     """A free slot for request `i` (`PagePool.allocate` of no tokens)."""
     height = kv.free_slots.shape[0] - 1
     kv.free_slots[height] -= 1
@@ -160,7 +160,7 @@ def grow(kv, rows, num_tokens, count):
             lengths[slot] += tokens  # room in the pages held (most decodes): none to take
             continue
         if slot < 0:
-            slot = _new_slot(kv, i)
+            slot = take_slot(kv, i)
         tpp = tokens_per_page[slot]
         need = (lengths[slot] + tokens + tpp - 1) // tpp - num_pages_of[slot]
         if need > counters[K.FREE]:  # room first, from the oldest idle prefix-cache blocks
@@ -229,87 +229,6 @@ def quantize(kv, i, factor):
         P.unpublish(kv.prefix, kv.tables, kv.num_pages_of[slot], slot)  # pages rewritten
     return T.quantize(kv.refcount, kv.free_stack, kv.counters, kv.tables, kv.num_pages_of,
                       kv.lengths, kv.tokens_per_page, kv.states, slot, factor)
-
-
-# ---- the prefix cache (refimpl.kv.prefix) --------------------------------------------------
-@inline_kernel
-def prefix_start(kv, i, num_computed, prompt_tokens):
-    """(tokens request `i` would start from if scheduled now, idle cached pages that start
-    takes out of the free count): its computed tokens, or, where it holds no pages and has
-    computed nothing, its prompt's longest cached prefix in whole blocks, short of its last
-    prompt token (its first output token needs that one computed)."""
-    p = kv.prefix
-    if p.enabled == 0 or num_computed > 0 or kv.slot_of[i] >= 0:
-        return num_computed, 0
-    count = P.match(p, kv.refcount, i, (prompt_tokens - 1) // p.block_tokens, 1)
-    if count == 0:
-        return 0, 0
-    return count * p.block_tokens, P.idle_pages_of(p, kv.refcount, i, count)
-
-
-@inline_kernel
-def pages_to_start(kv, i, num_computed, start, pinned, num_tokens):
-    """Pages scheduling `num_tokens` of request `i` from `start` (`prefix_start`) takes from
-    the free count: fresh pages, and the idle cached ones its prefix holds again."""
-    return (pages_needed(kv, i, start, num_tokens) - (start - num_computed) // kv.page_size
-            + pinned)
-
-
-@kernel
-def attach_prefix(kv, i, prompt_tokens, max_start, pin_idle):
-    """Start request `i` (holding no pages, nothing computed) on its prompt's cached prefix,
-    at most `max_start` tokens of it (`prefix_start`'s rule); returns the tokens attached.
-    With `pin_idle` 0 only blocks another request holds count (taking no room)."""
-    p = kv.prefix
-    if p.enabled == 0 or kv.slot_of[i] >= 0:
-        return 0
-    eligible = min((prompt_tokens - 1) // p.block_tokens, p.key_start[i + 1] - p.key_start[i])
-    p.stats[P.LOOKUPS] += 1
-    p.stats[P.LOOKUP_BLOCKS] += eligible
-    p.stats[P.LOOKUP_TOKENS] += prompt_tokens
-    count = P.match(p, kv.refcount, i, min(eligible, max_start // p.block_tokens), pin_idle)
-    if count == 0:
-        return 0
-    slot = _new_slot(kv, i)
-    P.take_blocks(p, kv.refcount, kv.counters, kv.tables, K.SHARED, i, slot, count)
-    kv.num_pages_of[slot] = count * p.pages_per_block
-    kv.lengths[slot] = count * p.block_tokens
-    p.stats[P.HIT_BLOCKS] += count
-    p.stats[P.HIT_TOKENS] += count * p.block_tokens
-    return count * p.block_tokens
-
-
-@kernel
-def hold_back_prefix(kv, i):
-    """Until `end_hold_back`, no attach takes the cached blocks request `i` holds."""
-    slot = kv.slot_of[i]
-    if kv.prefix.enabled and slot >= 0 and kv.states[slot] == _RESIDENT:
-        P.hold_back(kv.prefix, kv.tables, kv.num_pages_of[slot], slot)
-
-
-@inline_kernel
-def end_hold_back(kv):
-    """Every block held back becomes attachable again (the marks' epoch moves on)."""
-    kv.prefix.marks[kv.prefix.marks.shape[0] - 1] += 1
-
-
-@kernel
-def publish_prefix(kv, i, computed_before, computed_after, prompt_tokens):
-    """Cache the prompt blocks of request `i` that its computed tokens just completed."""
-    p = kv.prefix
-    slot = kv.slot_of[i]
-    if p.enabled == 0 or slot < 0 or kv.tokens_per_page[slot] != kv.page_size:
-        return  # (a quantized request's pages hold other bytes than a full-precision block)
-    first = min(computed_before, prompt_tokens) // p.block_tokens
-    last = min(computed_after, prompt_tokens) // p.block_tokens
-    if last > first:
-        P.publish(p, kv.tables, slot, i, first, last)
-
-
-@kernel
-def flush_prefix(kv):
-    """Evict every idle cached block (at a run's end, when no request holds any)."""
-    P.flush(kv.prefix, kv.free_stack, kv.counters, K.FREE)
 
 
 class KVView:

@@ -12,6 +12,7 @@ from refimpl.kv import PagePool
 from refimpl.kv import _pool_kernels as K
 from refimpl.kv import manager as kvm
 from refimpl.kv import prefix as P
+from refimpl.kv import prefix_facade as kvp
 
 PAGE_SIZE, BLOCK_TOKENS = 4, 8  # two pages per block
 
@@ -66,7 +67,7 @@ def serve(kv, i, prompt_tokens, computed=0):
     """Compute the rest of request `i`'s prompt in one step, caching its full blocks."""
     tokens = prompt_tokens - computed
     kvm.grow(kv, np.array([i], np.int64), np.array([tokens], np.int64), 1)
-    kvm.publish_prefix(kv, i, computed, prompt_tokens, prompt_tokens)
+    kvp.publish_prefix(kv, i, computed, prompt_tokens, prompt_tokens)
 
 
 def test_chained_keys_name_the_whole_prefix():
@@ -82,10 +83,10 @@ def test_a_block_size_that_is_not_whole_pages_is_refused():
 
 def test_a_second_request_shares_the_first_ones_cached_blocks():
     kv = kv_state([(1, 2, 3), (1, 2, 9)])
-    assert kvm.attach_prefix(kv, 0, 20, ANY, 1) == 0  # nothing cached yet
+    assert kvp.attach_prefix(kv, 0, 20, ANY, 1) == 0  # nothing cached yet
     serve(kv, 0, 20)  # blocks 1 and 1-2 full (16 tokens), 4 tokens of a third block
     assert kv.prefix.stats[P.CACHED_PAGES] == 4
-    assert kvm.attach_prefix(kv, 1, 20, ANY, 1) == 16  # both full blocks in common
+    assert kvp.attach_prefix(kv, 1, 20, ANY, 1) == 16  # both full blocks in common
     slot0, slot1 = kv.slot_of[0], kv.slot_of[1]
     assert np.array_equal(kv.tables[slot1, :4], kv.tables[slot0, :4])
     assert (kv.refcount[kv.tables[slot0, :4]] == 2).all()
@@ -94,38 +95,38 @@ def test_a_second_request_shares_the_first_ones_cached_blocks():
     kvm.free(kv, 1)
     check_books(kv)
     assert kv.prefix.stats[P.IDLE_PAGES] == 4  # kept, unreferenced, for the next request
-    kvm.flush_prefix(kv)
+    kvp.flush_prefix(kv)
     assert kv.counters[K.FREE] == kv.num_pages
 
 
 def test_a_policy_sees_the_start_and_the_pages_a_hit_takes():
     kv = kv_state([(1, 2, 3), (1, 2, 3), (9,)])
     serve(kv, 0, 24)
-    assert kvm.prefix_start(kv, 1, 0, 24) == (16, 0)  # held by request 0: pins nothing
+    assert kvp.prefix_start(kv, 1, 0, 24) == (16, 0)  # held by request 0: pins nothing
     kvm.free(kv, 0)
-    assert kvm.prefix_start(kv, 1, 0, 24) == (16, 4)  # idle now: 4 pages leave the free count
-    assert kvm.prefix_start(kv, 1, 5, 24) == (5, 0)  # computed already: no look-up
-    assert kvm.prefix_start(kv, 2, 0, 24) == (0, 0)
+    assert kvp.prefix_start(kv, 1, 0, 24) == (16, 4)  # idle now: 4 pages leave the free count
+    assert kvp.prefix_start(kv, 1, 5, 24) == (5, 0)  # computed already: no look-up
+    assert kvp.prefix_start(kv, 2, 0, 24) == (0, 0)
     free = kvm.num_free_pages(kv)
     # 8 more tokens after the 16 cached: 2 fresh pages, and the 4 idle ones it holds again
-    assert kvm.pages_to_start(kv, 1, 0, 16, 4, 8) == 6
-    assert kvm.attach_prefix(kv, 1, 24, 8, 1) == 8  # capped: one block leaves room for 16
+    assert kvp.pages_to_start(kv, 1, 0, 16, 4, 8) == 6
+    assert kvp.attach_prefix(kv, 1, 24, 8, 1) == 8  # capped: one block leaves room for 16
     kvm.free(kv, 1)
-    assert kvm.attach_prefix(kv, 1, 24, ANY, 1) == 16
+    assert kvp.attach_prefix(kv, 1, 24, ANY, 1) == 16
     kvm.grow(kv, np.array([1], np.int64), np.array([8], np.int64), 1)
     assert kvm.num_free_pages(kv) == free - 6
     kvm.free(kv, 1)
-    kvm.flush_prefix(kv)
+    kvp.flush_prefix(kv)
     check_books(kv)
 
 
 def test_the_last_prompt_token_is_always_computed():
     kv = kv_state([(1, 2), (1, 2)])
     serve(kv, 0, 16)
-    assert kvm.attach_prefix(kv, 1, 16, ANY, 1) == 8  # the second block would leave nothing to do
+    assert kvp.attach_prefix(kv, 1, 16, ANY, 1) == 8  # the second block would leave nothing to do
     kvm.free(kv, 0)
     kvm.free(kv, 1)
-    kvm.flush_prefix(kv)
+    kvp.flush_prefix(kv)
     check_books(kv)
 
 
@@ -133,7 +134,7 @@ def test_eviction_takes_the_oldest_idle_block_and_never_a_held_one():
     kv = kv_state([(1,), (2,), (3,), (1, 7), (4,)], num_pages=12)
     for i in range(3):
         serve(kv, i, 9)  # one full block (2 pages) and a page of the next
-    kvm.attach_prefix(kv, 3, 17, ANY, 1)  # holds block 1 (request 0's)
+    kvp.attach_prefix(kv, 3, 17, ANY, 1)  # holds block 1 (request 0's)
     for i in range(3):
         kvm.free(kv, i)
     check_books(kv)
@@ -147,7 +148,7 @@ def test_eviction_takes_the_oldest_idle_block_and_never_a_held_one():
     assert P.find(kv.prefix, P.chain_keys([1])[0]) >= 0  # the held block stays cached
     kvm.free(kv, 3)
     kvm.free(kv, 4)
-    kvm.flush_prefix(kv)
+    kvp.flush_prefix(kv)
     check_books(kv)
     assert kv.counters[K.FREE] == kv.num_pages
 
@@ -157,7 +158,7 @@ def test_a_quantized_request_takes_its_blocks_out_of_the_cache():
     serve(kv, 0, 17)
     assert kvm.quantize(kv, 0, 2) >= 0
     check_books(kv)
-    assert kvm.attach_prefix(kv, 1, 17, ANY, 1) == 0  # its pages hold other bytes now
+    assert kvp.attach_prefix(kv, 1, 17, ANY, 1) == 0  # its pages hold other bytes now
     kvm.free(kv, 0)
     check_books(kv)
 
@@ -168,10 +169,10 @@ def test_pinning_only_held_blocks_takes_no_room():
     serve(kv, 1, 17)  # a duplicate of request 0's blocks: not cached twice
     assert kv.prefix.stats[P.PUBLISHED_BLOCKS] == 2
     kvm.free(kv, 0)
-    assert kvm.attach_prefix(kv, 2, 17, ANY, 0) == 0  # request 0's blocks are idle
+    assert kvp.attach_prefix(kv, 2, 17, ANY, 0) == 0  # request 0's blocks are idle
     check_books(kv)
     kvm.free(kv, 1)
-    kvm.flush_prefix(kv)
+    kvp.flush_prefix(kv)
     check_books(kv)
 
 
@@ -196,12 +197,12 @@ def test_books_balance_under_a_random_mix_of_shared_and_private_requests(shapes,
         slot = kv.slot_of[r]
         resident = slot >= 0 and kv.states[slot] == K.RESIDENT
         if op == "arrive" and computed[r] < 0:
-            computed[r] = kvm.attach_prefix(kv, r, prompts[r], ANY, int(flag))
+            computed[r] = kvp.attach_prefix(kv, r, prompts[r], ANY, int(flag))
         elif op == "run" and 0 <= computed[r] < prompts[r] and (slot < 0 or resident):
             tokens = prompts[r] - computed[r] if flag else 1
             if kvm.pages_needed(kv, r, computed[r], tokens) <= kvm.num_free_pages(kv):
                 kvm.grow(kv, np.array([r], np.int64), np.array([tokens], np.int64), 1)
-                kvm.publish_prefix(kv, r, computed[r], computed[r] + tokens, prompts[r])
+                kvp.publish_prefix(kv, r, computed[r], computed[r] + tokens, prompts[r])
                 computed[r] += tokens
         elif op == "free" and computed[r] >= 0:
             kvm.free(kv, r)
@@ -215,7 +216,7 @@ def test_books_balance_under_a_random_mix_of_shared_and_private_requests(shapes,
         check_books(kv)
     for r in range(len(hashes)):
         kvm.free(kv, r)
-    kvm.flush_prefix(kv)
+    kvp.flush_prefix(kv)
     check_books(kv)
     assert kv.counters[K.FREE] == kv.num_pages and kv.counters[K.SPILLED] == 0
 
@@ -224,13 +225,13 @@ def test_blocks_held_back_for_a_step_are_not_attached():
     # the commit holds back the blocks of requests its plan quantizes, spills or frees
     kv = kv_state([(1, 2), (1, 2)])
     serve(kv, 0, 17)
-    kvm.hold_back_prefix(kv, 0)
-    assert kvm.prefix_start(kv, 1, 0, 17) == (0, 0)
-    assert kvm.attach_prefix(kv, 1, 17, ANY, 1) == 0
-    kvm.end_hold_back(kv)
-    assert kvm.prefix_start(kv, 1, 0, 17) == (16, 0)
-    assert kvm.attach_prefix(kv, 1, 17, ANY, 1) == 16
+    kvp.hold_back_prefix(kv, 0)
+    assert kvp.prefix_start(kv, 1, 0, 17) == (0, 0)
+    assert kvp.attach_prefix(kv, 1, 17, ANY, 1) == 0
+    kvp.end_hold_back(kv)
+    assert kvp.prefix_start(kv, 1, 0, 17) == (16, 0)
+    assert kvp.attach_prefix(kv, 1, 17, ANY, 1) == 16
     kvm.free(kv, 0)
     kvm.free(kv, 1)
-    kvm.flush_prefix(kv)
+    kvp.flush_prefix(kv)
     check_books(kv)

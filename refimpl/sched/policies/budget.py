@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from refimpl._numba import inline_kernel, kernel
 from refimpl.kv import manager as kvm
+from refimpl.kv import prefix_facade as kvp
 from refimpl.sched.plan import add_decode, add_preempt, add_prefill
 from refimpl.sched.queues import NUM_RUNNING, WAIT_LEN, waiting_at
 from refimpl.sched.table import COMPUTED, GENERATED, PROMPT
@@ -98,9 +99,9 @@ def budgeted_step(token_budget, max_num_seqs, epoch, num_order, ints, kv, q, ent
         if marks[i] == -epoch:  # ended by this decision (edf's TTFT guard)
             continue
         # a prefix-cache hit: less to compute, and its cached pages (refimpl.kv.prefix)
-        start, pinned = kvm.prefix_start(kv, i, ints[COMPUTED, i], ints[PROMPT, i])
+        start, pinned = kvp.prefix_start(kv, i, ints[COMPUTED, i], ints[PROMPT, i])
         tokens = min(ints[PROMPT, i] + ints[GENERATED, i] - start, budget)
-        need = kvm.pages_to_start(kv, i, ints[COMPUTED, i], start, pinned, tokens)
+        need = kvp.pages_to_start(kv, i, ints[COMPUTED, i], start, pinned, tokens)
         if need > free - (reserve if num_running > 0 else 0):
             break
         num_running += 1

@@ -24,7 +24,7 @@ plan (a finish entry; the commit ends a request without output as rejected); it 
 from __future__ import annotations
 
 from refimpl._numba import inline_kernel
-from refimpl.kv import manager as kvm
+from refimpl.kv import prefix_facade as kvp
 from refimpl.sched.plan import add_finish
 from refimpl.sched.policies.budget import budgeted_step
 from refimpl.sched.policies.sarathi_edf import SarathiEDFPolicy, deadline_order
@@ -61,7 +61,7 @@ def ttft_guard(token_budget, c, ints, floats, kv, q, entries, sizes, epoch, now)
         i = waiting_at(q, k)
         if ints[GENERATED, i] > 0:
             continue
-        start, _ = kvm.prefix_start(kv, i, ints[COMPUTED, i], ints[PROMPT, i])  # (cached)
+        start, _ = kvp.prefix_start(kv, i, ints[COMPUTED, i], ints[PROMPT, i])  # (cached)
         floor_s = prefill_floor_s(c, ints[PROMPT, i] - start, start, token_budget)
         # TTFT as the metrics take it (first token - arrival), compared as they compare it
         if now + floor_s - floats[ARRIVAL, i] > floats[TTFT_SLO, i]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from refimpl._numba import inline_kernel
 from refimpl.kv import manager as kvm
+from refimpl.kv import prefix_facade as kvp
 from refimpl.sched.plan import NUM_PREFILL, add_decode, add_preempt, add_prefill
 from refimpl.sched.policies.budget import watermark_pages
 from refimpl.sched.policy import PREFILL_FIRST, BuiltinPolicy
@@ -31,9 +32,9 @@ def plan_prefill_first(token_budget, max_num_seqs, ints, kv, q, entries, sizes):
     while (num_started < q.sizes[WAIT_LEN]
            and q.sizes[NUM_RUNNING] + num_started < max_num_seqs):
         i = waiting_at(q, num_started)
-        start, pinned = kvm.prefix_start(kv, i, ints[COMPUTED, i], ints[PROMPT, i])
+        start, pinned = kvp.prefix_start(kv, i, ints[COMPUTED, i], ints[PROMPT, i])
         tokens = ints[PROMPT, i] + ints[GENERATED, i] - start  # after a prefix-cache hit
-        need = kvm.pages_to_start(kv, i, ints[COMPUTED, i], start, pinned, tokens)
+        need = kvp.pages_to_start(kv, i, ints[COMPUTED, i], start, pinned, tokens)
         held_back = reserve if q.sizes[NUM_RUNNING] + num_started > 0 else 0
         if need > free - held_back or (sizes[NUM_PREFILL] > 0 and tokens > budget):
             break
