@@ -146,8 +146,9 @@ class Engine:
                                   + PLAN_ERRORS[error].replace("MAX_IDLE_STEPS",
                                                                str(MAX_IDLE_STEPS)))
         prefix = arrays.kv.prefix
-        prefix_counts = ({name: int(v) for name, v in zip(STAT_FIELDS, prefix.stats.tolist(),
-                                                         strict=True)} if prefix.enabled else {})
+        stats = prefix.view("stats").tolist()
+        prefix_counts = ({name: int(v) for name, v in zip(STAT_FIELDS, stats, strict=True)}
+                         if prefix.enabled else {})
         flush_prefix(arrays.kv)  # every request ended: the cached pages go back to the pool
         write_back(arrays.ints, arrays.floats, reasons, pending)
         self._check_nothing_lost(pending)

@@ -77,7 +77,7 @@ def pages_for(num_tokens, tokens_per_page):
 @inline_kernel
 def num_free_pages(kv):
     """Pages not held by any request: free, or idle in the prefix cache (evicted on demand)."""
-    return kv.counters[K.FREE] + kv.prefix.stats[P.IDLE_PAGES]
+    return kv.counters[K.FREE] + P.stat(kv.prefix, P.IDLE_PAGES)
 
 
 @inline_kernel
@@ -212,7 +212,7 @@ def restore(kv, i):
     slot = kv.slot_of[i]
     if slot < 0:
         return K.BAD_SLOT
-    if kv.states[slot] == K.SPILLED_SLOT and kv.prefix.stats[P.IDLE_PAGES] > 0:
+    if kv.states[slot] == K.SPILLED_SLOT and P.stat(kv.prefix, P.IDLE_PAGES) > 0:
         P.evict(kv.prefix, kv.free_stack, kv.counters, K.FREE, kv.num_pages_of[slot])
     return T.restore(kv.refcount, kv.free_stack, kv.counters, kv.tables, kv.num_pages_of,
                      kv.lengths, kv.tokens_per_page, kv.states, slot)
@@ -243,7 +243,8 @@ class KVView:
     @property
     def num_free_pages(self) -> int:
         """Pages not held by any request (free, or idle in the prefix cache)."""
-        return int(self._kv.counters[K.FREE] + self._kv.prefix.stats[P.IDLE_PAGES])
+        prefix = self._kv.prefix
+        return int(self._kv.counters[K.FREE] + prefix.buf[prefix.stats_at + P.IDLE_PAGES])
 
     def utilization(self) -> float:
         """Share of the pool's pages in use."""

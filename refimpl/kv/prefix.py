@@ -37,24 +37,42 @@ _MASK64 = (1 << 64) - 1
 
 
 class PrefixState(NamedTuple):
-    """The prefix cache of one run (module doc); `enabled` 0 leaves every hook idle."""
+    """The prefix cache of one run (module doc); `enabled` 0 leaves every hook idle.
+
+    Every array of the cache is a region of one int64 buffer, `buf`, at the offsets below:
+    a compiled call pays two reference-count updates per array it is handed (the facade's
+    `KVState` carries this state into every KV call), so the cache costs one array, not a
+    dozen (docs/performance.md). `view(name)` gives a region from Python.
+    """
 
     enabled: int
     block_tokens: int
     pages_per_block: int
-    keys: np.ndarray  # (blocks of all requests,) int64: chained key of each request's blocks
-    key_start: np.ndarray  # (n + 1,) int64: request i's keys are keys[key_start[i]:key_start[i+1]]
-    table_keys: np.ndarray  # (capacity,) int64, capacity a power of two
-    table_blocks: np.ndarray  # (capacity,) int64: the block of table_keys[h], -1 empty
-    block_key: np.ndarray  # (max blocks,) int64
-    block_pages: np.ndarray  # (max blocks, pages_per_block) int32
-    block_free: np.ndarray  # (max blocks + 1,) int64: free block ids, a stack, height last
-    page_block: np.ndarray  # (num_pages,) int64: the cached block a page belongs to, -1 none
-    lru_prev: np.ndarray  # (max blocks + 1,) int64: the last entry is the list's sentinel
-    lru_next: np.ndarray  # (max blocks + 1,) int64: next[sentinel] is the oldest idle block
-    marks: np.ndarray  # (max blocks + 1,) int64: blocks held back from attaching, where the
-    # entry equals the last one (the epoch: bumped, every mark expires)
-    stats: np.ndarray  # (len(STAT_FIELDS),) int64
+    capacity: int  # slots of the key -> block table, a power of two
+    max_blocks: int  # block ids 0 .. max_blocks - 1; index max_blocks is each list's end
+    keys_at: int  # (blocks of all requests,): chained key of each request's blocks
+    key_start_at: int  # (n + 1,): request i's keys are keys[key_start[i]:key_start[i+1]]
+    table_keys_at: int  # (capacity,)
+    table_blocks_at: int  # (capacity,): the block of table_keys[h], -1 empty
+    block_key_at: int  # (max_blocks + 1,)
+    block_free_at: int  # (max_blocks + 1,): free block ids, a stack, its height last
+    lru_prev_at: int  # (max_blocks + 1,): the last entry is the list's sentinel
+    lru_next_at: int  # (max_blocks + 1,): next[sentinel] is the oldest idle block
+    marks_at: int  # (max_blocks + 1,): blocks held back from attaching, where the entry
+    # equals the last one (the epoch: bumped, every mark expires)
+    block_pages_at: int  # (max_blocks, pages_per_block): each block's page ids
+    page_block_at: int  # (num_pages,): the cached block a page belongs to, -1 none
+    stats_at: int  # (len(STAT_FIELDS),)
+    buf: np.ndarray  # int64: the regions
+
+    def view(self, name: str) -> np.ndarray:
+        """Region `name` (a field name less `_at`) of the buffer, as an array view."""
+        names = [f for f in self._fields if f.endswith("_at")]  # in the buffer's order
+        k = names.index(name + "_at")
+        at = getattr(self, names[k])
+        end = getattr(self, names[k + 1]) if k + 1 < len(names) else len(self.buf)
+        region = self.buf[at:end]
+        return region.reshape(-1, self.pages_per_block) if name == "block_pages" else region
 
 
 def _mix(value: int) -> int:
@@ -100,32 +118,66 @@ def _state(enabled, block_tokens, ppb, keys, starts, max_blocks, num_pages):
     capacity = 8
     while capacity < 2 * (max_blocks + 1):
         capacity *= 2
-    block_free = np.append(np.arange(max_blocks - 1, -1, -1), max_blocks).astype(np.int64)
-    sentinel = np.full(max_blocks + 1, max_blocks, np.int64)
-    return PrefixState(enabled, block_tokens, ppb, keys, starts,
-                       np.zeros(capacity, np.int64), np.full(capacity, -1, np.int64),
-                       np.zeros(max(max_blocks, 1), np.int64),
-                       np.zeros((max(max_blocks, 1), ppb), np.int32), block_free,
-                       np.full(num_pages, -1, np.int64), sentinel, sentinel.copy(),
-                       np.append(np.full(max_blocks, -1), 0).astype(np.int64),
-                       np.zeros(len(STAT_FIELDS), np.int64))
+    mb1 = max_blocks + 1
+    block_free = np.append(np.arange(max_blocks - 1, -1, -1), max_blocks)
+    sentinel = np.full(mb1, max_blocks)
+    regions = (keys, starts, np.zeros(capacity), np.full(capacity, -1), np.zeros(mb1),
+               block_free, sentinel, sentinel, np.append(np.full(max_blocks, -1), 0),
+               np.zeros(max(max_blocks, 1) * ppb), np.full(num_pages, -1),
+               np.zeros(len(STAT_FIELDS)))
+    offsets = np.cumsum([0] + [len(r) for r in regions])
+    # each region int64 before joining: a float region would round the 64-bit keys
+    buf = np.concatenate([np.asarray(r).astype(np.int64) for r in regions])
+    return PrefixState(enabled, block_tokens, ppb, capacity, max_blocks,
+                       *(int(o) for o in offsets[:-1]), buf)
+
+
+@inline_kernel
+def stat(p, k):
+    """Entry `k` of the cache's counters (STAT_FIELDS)."""
+    return p.buf[p.stats_at + k]
+
+
+@inline_kernel
+def add_stat(p, k, value):
+    """Add `value` to entry `k` of the cache's counters."""
+    p.buf[p.stats_at + k] += value
+
+
+@inline_kernel
+def _page(p, block, j):
+    """Page `j` of cached `block`."""
+    return p.buf[p.block_pages_at + block * p.pages_per_block + j]
+
+
+@inline_kernel
+def num_blocks(p, i):
+    """How many block keys request `i` has."""
+    return p.buf[p.key_start_at + i + 1] - p.buf[p.key_start_at + i]
+
+
+@inline_kernel
+def next_epoch(p):
+    """Every block held back becomes attachable again (the marks' epoch moves on)."""
+    p.buf[p.marks_at + p.max_blocks] += 1
 
 
 # ---- the key -> block table ------------------------------------------------------------------
 @inline_kernel
 def _home(p, key):
     """The table slot a key probes first."""
-    return (key ^ (key >> 29)) & (p.table_keys.shape[0] - 1)
+    return (key ^ (key >> 29)) & ((p.capacity) - 1)
 
 
 @inline_kernel
 def find(p, key):
     """The cached block of `key`, -1 if none."""
-    mask = p.table_keys.shape[0] - 1
+    buf = p.buf
+    mask = (p.capacity) - 1
     h = _home(p, key)
-    while p.table_blocks[h] >= 0:
-        if p.table_keys[h] == key:
-            return p.table_blocks[h]
+    while buf[p.table_blocks_at + h] >= 0:
+        if buf[p.table_keys_at + h] == key:
+            return buf[p.table_blocks_at + h]
         h = (h + 1) & mask
     return -1
 
@@ -133,32 +185,35 @@ def find(p, key):
 @inline_kernel
 def _insert(p, key, block):
     """Add `key` -> `block` (the key is not in the table; the table is never full)."""
-    mask = p.table_keys.shape[0] - 1
+    buf = p.buf
+    mask = (p.capacity) - 1
     h = _home(p, key)
-    while p.table_blocks[h] >= 0:
+    while buf[p.table_blocks_at + h] >= 0:
         h = (h + 1) & mask
-    p.table_keys[h], p.table_blocks[h] = key, block
+    buf[p.table_keys_at + h], buf[p.table_blocks_at + h] = key, block
 
 
 @kernel
 def _delete(p, key):
     """Take `key` out of the table, shifting later entries of its probe run back."""
-    mask = p.table_keys.shape[0] - 1
+    buf = p.buf
+    mask = (p.capacity) - 1
     hole = _home(p, key)
-    while p.table_keys[hole] != key or p.table_blocks[hole] < 0:
+    while buf[p.table_keys_at + hole] != key or buf[p.table_blocks_at + hole] < 0:
         hole = (hole + 1) & mask
-    p.table_blocks[hole] = -1
+    buf[p.table_blocks_at + hole] = -1
     j = hole
     while True:
         j = (j + 1) & mask
-        if p.table_blocks[j] < 0:
+        if buf[p.table_blocks_at + j] < 0:
             return
-        home = _home(p, p.table_keys[j])
+        home = _home(p, buf[p.table_keys_at + j])
         # the entry at j may fill the hole unless its home lies cyclically in (hole, j]
         stays = (hole < home <= j) if hole <= j else (home > hole or home <= j)
         if not stays:
-            p.table_keys[hole], p.table_blocks[hole] = p.table_keys[j], p.table_blocks[j]
-            p.table_blocks[j] = -1
+            buf[p.table_keys_at + hole] = buf[p.table_keys_at + j]
+            buf[p.table_blocks_at + hole] = buf[p.table_blocks_at + j]
+            buf[p.table_blocks_at + j] = -1
             hole = j
 
 
@@ -166,17 +221,19 @@ def _delete(p, key):
 @inline_kernel
 def _lru_push(p, block):
     """`block` becomes the newest idle block."""
-    sentinel = p.lru_next.shape[0] - 1
-    last = p.lru_prev[sentinel]
-    p.lru_next[last], p.lru_prev[block] = block, last
-    p.lru_next[block], p.lru_prev[sentinel] = sentinel, block
+    buf = p.buf
+    sentinel = p.max_blocks
+    last = buf[p.lru_prev_at + sentinel]
+    buf[p.lru_next_at + last], buf[p.lru_prev_at + block] = block, last
+    buf[p.lru_next_at + block], buf[p.lru_prev_at + sentinel] = sentinel, block
 
 
 @inline_kernel
 def _lru_remove(p, block):
     """Take `block` off the idle list."""
-    prev, nxt = p.lru_prev[block], p.lru_next[block]
-    p.lru_next[prev], p.lru_prev[nxt] = nxt, prev
+    buf = p.buf
+    prev, nxt = buf[p.lru_prev_at + block], buf[p.lru_next_at + block]
+    buf[p.lru_next_at + prev], buf[p.lru_prev_at + nxt] = nxt, prev
 
 
 # ---- the cache's moves -----------------------------------------------------------------------
@@ -184,12 +241,13 @@ def _lru_remove(p, block):
 def match(p, refcount, i, max_blocks, pin_idle):
     """How many of request `i`'s first blocks (at most `max_blocks`) are cached, in a row;
     with `pin_idle` 0 only blocks some page table holds count."""
-    lo, epoch = p.key_start[i], p.marks[p.marks.shape[0] - 1]
-    count = min(p.key_start[i + 1] - lo, max_blocks)
+    buf = p.buf
+    lo, epoch = buf[p.key_start_at + i], buf[p.marks_at + p.max_blocks]
+    count = min(buf[p.key_start_at + i + 1] - lo, max_blocks)
     for k in range(count):
-        block = find(p, p.keys[lo + k])
-        if (block < 0 or p.marks[block] == epoch
-                or (pin_idle == 0 and refcount[p.block_pages[block, 0]] == 0)):
+        block = find(p, buf[p.keys_at + lo + k])
+        if (block < 0 or buf[p.marks_at + block] == epoch
+                or (pin_idle == 0 and refcount[_page(p, block, 0)] == 0)):
             return k
     return max(count, 0)
 
@@ -198,19 +256,21 @@ def match(p, refcount, i, max_blocks, pin_idle):
 def hold_back(p, tables, num_pages, slot):
     """Mark the cached blocks among `slot`'s first `num_pages` pages: `match` stops at them
     until the epoch moves on."""
-    epoch = p.marks[p.marks.shape[0] - 1]
+    buf = p.buf
+    epoch = buf[p.marks_at + p.max_blocks]
     for j in range(num_pages):
-        block = p.page_block[tables[slot, j]]
+        block = buf[p.page_block_at + tables[slot, j]]
         if block >= 0:
-            p.marks[block] = epoch
+            buf[p.marks_at + block] = epoch
 
 
 @kernel
 def idle_pages_of(p, refcount, i, count):
     """Pages of request `i`'s first `count` cached blocks that no page table holds now."""
-    idle, lo = 0, p.key_start[i]
+    buf = p.buf
+    idle, lo = 0, buf[p.key_start_at + i]
     for k in range(count):
-        if refcount[p.block_pages[find(p, p.keys[lo + k]), 0]] == 0:
+        if refcount[_page(p, find(p, buf[p.keys_at + lo + k]), 0)] == 0:
             idle += p.pages_per_block
     return idle
 
@@ -219,14 +279,15 @@ def idle_pages_of(p, refcount, i, count):
 def take_blocks(p, refcount, counters, tables, shared, i, slot, count):
     """Put request `i`'s first `count` cached blocks into `slot`'s (empty) page table, each
     page held once more (idle blocks leave the LRU list)."""
-    ppb, lo = p.pages_per_block, p.key_start[i]
+    buf = p.buf
+    ppb, lo = p.pages_per_block, buf[p.key_start_at + i]
     for k in range(count):
-        block = find(p, p.keys[lo + k])
-        if refcount[p.block_pages[block, 0]] == 0:
+        block = find(p, buf[p.keys_at + lo + k])
+        if refcount[buf[p.block_pages_at + block * p.pages_per_block + 0]] == 0:
             _lru_remove(p, block)
-            p.stats[IDLE_PAGES] -= ppb
+            buf[p.stats_at + IDLE_PAGES] -= ppb
         for j in range(ppb):
-            page = p.block_pages[block, j]
+            page = buf[p.block_pages_at + block * p.pages_per_block + j]
             refcount[page] += 1
             if refcount[page] == 2:
                 counters[shared] += 1
@@ -237,24 +298,26 @@ def take_blocks(p, refcount, counters, tables, shared, i, slot, count):
 def publish(p, tables, slot, i, first, last):
     """Cache request `i`'s blocks `first` to `last - 1` (full, computed, in `slot`'s pages),
     except where a block of the same key is cached already (another request computed it)."""
-    ppb, lo = p.pages_per_block, p.key_start[i]
-    last = min(last, p.key_start[i + 1] - lo)
-    height = p.block_free.shape[0] - 1
+    buf = p.buf
+    ppb, lo = p.pages_per_block, buf[p.key_start_at + i]
+    last = min(last, buf[p.key_start_at + i + 1] - lo)
+    height = p.max_blocks
     for k in range(first, last):
-        key = p.keys[lo + k]
-        if find(p, key) >= 0 or p.block_free[height] == 0:
+        key = buf[p.keys_at + lo + k]
+        if find(p, key) >= 0 or buf[p.block_free_at + height] == 0:
             continue
-        p.block_free[height] -= 1
-        block = p.block_free[p.block_free[height]]
-        p.block_key[block] = key
+        buf[p.block_free_at + height] -= 1
+        block = buf[p.block_free_at + buf[p.block_free_at + height]]
+        buf[p.block_key_at + block] = key
         for j in range(ppb):
             page = tables[slot, k * ppb + j]
-            p.block_pages[block, j] = page
-            p.page_block[page] = block
+            buf[p.block_pages_at + block * p.pages_per_block + j] = page
+            buf[p.page_block_at + page] = block
         _insert(p, key, block)
-        p.stats[CACHED_PAGES] += ppb
-        p.stats[PEAK_CACHED_PAGES] = max(p.stats[PEAK_CACHED_PAGES], p.stats[CACHED_PAGES])
-        p.stats[PUBLISHED_BLOCKS] += 1
+        buf[p.stats_at + CACHED_PAGES] += ppb
+        buf[p.stats_at + PEAK_CACHED_PAGES] = max(buf[p.stats_at + PEAK_CACHED_PAGES],
+                                                  buf[p.stats_at + CACHED_PAGES])
+        buf[p.stats_at + PUBLISHED_BLOCKS] += 1
 
 
 @kernel
@@ -262,16 +325,17 @@ def park(p, free_stack, counters, free, start):
     """Pages just released onto the free stack (from height `start`): cached ones leave it,
     their blocks joining the LRU list as its newest (a request's last block first, so its
     first blocks, the likeliest shared, are evicted last); the others stay, in order."""
+    buf = p.buf
     kept = start
     for r in range(start, counters[free]):
         page = free_stack[r]
-        block = p.page_block[page]
+        block = buf[p.page_block_at + page]
         if block < 0:
             free_stack[kept] = page
             kept += 1
-        elif p.block_pages[block, 0] == page:  # once per block: all its pages are here
+        elif _page(p, block, 0) == page:  # once per block: all its pages are here
             _lru_push(p, block)
-            p.stats[IDLE_PAGES] += p.pages_per_block
+            buf[p.stats_at + IDLE_PAGES] += p.pages_per_block
     counters[free] = kept
 
 
@@ -279,49 +343,53 @@ def park(p, free_stack, counters, free, start):
 def evict(p, free_stack, counters, free, need):
     """Evict the oldest idle blocks until `need` pages are on the free stack (or none is
     left); a held block is never on the list, so never evicted."""
-    sentinel = p.lru_next.shape[0] - 1
-    while counters[free] < need and p.lru_next[sentinel] != sentinel:
-        _drop(p, p.lru_next[sentinel], free_stack, counters, free)
-        p.stats[EVICTED_BLOCKS] += 1
+    buf = p.buf
+    sentinel = p.max_blocks
+    while counters[free] < need and buf[p.lru_next_at + sentinel] != sentinel:
+        _drop(p, buf[p.lru_next_at + sentinel], free_stack, counters, free)
+        buf[p.stats_at + EVICTED_BLOCKS] += 1
 
 
 @inline_kernel
 def _drop(p, block, free_stack, counters, free):
     """Idle `block` out of the cache, its pages onto the free stack (its first page on top)."""
+    buf = p.buf
     _lru_remove(p, block)
-    _delete(p, p.block_key[block])
+    _delete(p, buf[p.block_key_at + block])
     for j in range(p.pages_per_block - 1, -1, -1):
-        page = p.block_pages[block, j]
-        p.page_block[page] = -1
+        page = buf[p.block_pages_at + block * p.pages_per_block + j]
+        buf[p.page_block_at + page] = -1
         free_stack[counters[free]] = page
         counters[free] += 1
-    height = p.block_free.shape[0] - 1
-    p.block_free[p.block_free[height]] = block
-    p.block_free[height] += 1
-    p.stats[IDLE_PAGES] -= p.pages_per_block
-    p.stats[CACHED_PAGES] -= p.pages_per_block
+    height = p.max_blocks
+    buf[p.block_free_at + buf[p.block_free_at + height]] = block
+    buf[p.block_free_at + height] += 1
+    buf[p.stats_at + IDLE_PAGES] -= p.pages_per_block
+    buf[p.stats_at + CACHED_PAGES] -= p.pages_per_block
 
 
 @kernel
 def unpublish(p, tables, num_pages, slot):
     """Take the blocks among `slot`'s first `num_pages` pages out of the cache (held by that
     page table alone: its pages are about to be rewritten, e.g. quantized)."""
+    buf = p.buf
     ppb = p.pages_per_block
     for j in range(num_pages):
-        block = p.page_block[tables[slot, j]]
-        if block >= 0 and p.block_pages[block, 0] == tables[slot, j]:
-            _delete(p, p.block_key[block])
+        block = buf[p.page_block_at + tables[slot, j]]
+        if block >= 0 and buf[p.block_pages_at + block * p.pages_per_block + 0] == tables[slot, j]:
+            _delete(p, buf[p.block_key_at + block])
             for m in range(ppb):
-                p.page_block[p.block_pages[block, m]] = -1
-            height = p.block_free.shape[0] - 1
-            p.block_free[p.block_free[height]] = block
-            p.block_free[height] += 1
-            p.stats[CACHED_PAGES] -= ppb
+                buf[p.page_block_at + buf[p.block_pages_at + block * p.pages_per_block + m]] = -1
+            height = p.max_blocks
+            buf[p.block_free_at + buf[p.block_free_at + height]] = block
+            buf[p.block_free_at + height] += 1
+            buf[p.stats_at + CACHED_PAGES] -= ppb
 
 
 @kernel
 def flush(p, free_stack, counters, free):
     """Evict every idle block (a run's end: the pool's books then balance without a cache)."""
-    sentinel = p.lru_next.shape[0] - 1
-    while p.lru_next[sentinel] != sentinel:
-        _drop(p, p.lru_next[sentinel], free_stack, counters, free)
+    buf = p.buf
+    sentinel = p.max_blocks
+    while buf[p.lru_next_at + sentinel] != sentinel:
+        _drop(p, buf[p.lru_next_at + sentinel], free_stack, counters, free)

@@ -39,25 +39,25 @@ def check_books(kv):
     assert kv.counters[K.SHARED] == np.count_nonzero(kv.refcount > 1)
     free = kv.free_stack[:kv.counters[K.FREE]]
     assert len(set(free.tolist())) == len(free)
-    assert not kv.refcount[free].any() and (p.page_block[free] == -1).all()
-    idle, sentinel = [], p.lru_next.shape[0] - 1
-    block = p.lru_next[sentinel]
+    assert not kv.refcount[free].any() and (p.view("page_block")[free] == -1).all()
+    idle, sentinel = [], p.view("lru_next").shape[0] - 1
+    block = p.view("lru_next")[sentinel]
     while block != sentinel:
         idle.append(int(block))
-        assert p.lru_next[p.lru_prev[block]] == block
-        block = p.lru_next[block]
-    idle_pages = [int(page) for b in idle for page in p.block_pages[b]]
-    assert p.stats[P.IDLE_PAGES] == len(idle_pages)
+        assert p.view("lru_next")[p.view("lru_prev")[block]] == block
+        block = p.view("lru_next")[block]
+    idle_pages = [int(page) for b in idle for page in p.view("block_pages")[b]]
+    assert p.view("stats")[P.IDLE_PAGES] == len(idle_pages)
     assert not kv.refcount[idle_pages].any()
     held = np.flatnonzero(kv.refcount > 0)
     assert len(free) + len(idle_pages) + len(held) == num_pages
     assert not set(idle_pages) & set(free.tolist())
-    cached = p.table_blocks[p.table_blocks >= 0]
-    assert p.stats[P.CACHED_PAGES] == len(cached) * p.pages_per_block
+    cached = p.view("table_blocks")[p.view("table_blocks") >= 0]
+    assert p.view("stats")[P.CACHED_PAGES] == len(cached) * p.pages_per_block
     for b in cached.tolist():
-        assert P.find(p, p.block_key[b]) == b
-        pages = p.block_pages[b]
-        assert (p.page_block[pages] == b).all()
+        assert P.find(p, p.view("block_key")[b]) == b
+        pages = p.view("block_pages")[b]
+        assert (p.view("page_block")[pages] == b).all()
         assert len(set(kv.refcount[pages].tolist())) == 1  # a block is held whole
     assert set(idle) <= set(cached.tolist())
     assert kvm.num_free_pages(kv) == len(free) + len(idle_pages)
@@ -85,7 +85,7 @@ def test_a_second_request_shares_the_first_ones_cached_blocks():
     kv = kv_state([(1, 2, 3), (1, 2, 9)])
     assert kvp.attach_prefix(kv, 0, 20, ANY, 1) == 0  # nothing cached yet
     serve(kv, 0, 20)  # blocks 1 and 1-2 full (16 tokens), 4 tokens of a third block
-    assert kv.prefix.stats[P.CACHED_PAGES] == 4
+    assert kv.prefix.view("stats")[P.CACHED_PAGES] == 4
     assert kvp.attach_prefix(kv, 1, 20, ANY, 1) == 16  # both full blocks in common
     slot0, slot1 = kv.slot_of[0], kv.slot_of[1]
     assert np.array_equal(kv.tables[slot1, :4], kv.tables[slot0, :4])
@@ -94,7 +94,7 @@ def test_a_second_request_shares_the_first_ones_cached_blocks():
     kvm.free(kv, 0)
     kvm.free(kv, 1)
     check_books(kv)
-    assert kv.prefix.stats[P.IDLE_PAGES] == 4  # kept, unreferenced, for the next request
+    assert kv.prefix.view("stats")[P.IDLE_PAGES] == 4  # kept, unreferenced, for the next request
     kvp.flush_prefix(kv)
     assert kv.counters[K.FREE] == kv.num_pages
 
@@ -142,7 +142,7 @@ def test_eviction_takes_the_oldest_idle_block_and_never_a_held_one():
     # 12 pages: 2 held, 4 idle (the blocks of requests 1 and 2), 6 free; 10 pages evict both
     kvm.grow(kv, np.array([4], np.int64), np.array([40], np.int64), 1)
     check_books(kv)
-    assert kv.prefix.stats[P.EVICTED_BLOCKS] == 2
+    assert kv.prefix.view("stats")[P.EVICTED_BLOCKS] == 2
     assert np.array_equal(kv.tables[kv.slot_of[3], :2], held)
     assert not set(kv.tables[kv.slot_of[4], :10].tolist()) & set(held.tolist())
     assert P.find(kv.prefix, P.chain_keys([1])[0]) >= 0  # the held block stays cached
@@ -167,7 +167,7 @@ def test_pinning_only_held_blocks_takes_no_room():
     kv = kv_state([(1, 2), (1, 2), (1, 2)])
     serve(kv, 0, 17)
     serve(kv, 1, 17)  # a duplicate of request 0's blocks: not cached twice
-    assert kv.prefix.stats[P.PUBLISHED_BLOCKS] == 2
+    assert kv.prefix.view("stats")[P.PUBLISHED_BLOCKS] == 2
     kvm.free(kv, 0)
     assert kvp.attach_prefix(kv, 2, 17, ANY, 0) == 0  # request 0's blocks are idle
     check_books(kv)
