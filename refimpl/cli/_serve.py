@@ -40,7 +40,8 @@ def simulate_policies(args: argparse.Namespace, policies: list[str]) -> dict[str
         name: simulate(workload, name, model=args.model, hardware=args.hardware,
                        step_model=args.step_model, seed=args.seed,
                        progress=ProgressBar(f"{name:<14}") if show else None,
-                       admission=getattr(args, "admission", None))  # `demo`: the default
+                       admission=getattr(args, "admission", None),  # `demo`: the default
+                       prefix_cache=getattr(args, "prefix_cache", None))
         for name in policies
     }
 

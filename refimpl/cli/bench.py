@@ -29,9 +29,11 @@ SUITES = {
                 "and a drift absorbed",
     "sweep": "a 48-cell sweep on Ray (--threads N workers, default 2) against the same sweep "
              "serially, and Ray's start-up",
+    "prefix": "prefix caching on the Mooncake trace: hit rate, TTFT, capacity and cost per "
+              "step of every policy with and without the cache",
 }
 # The suites whose runs serve a workload.
-WORKLOAD_SUITES = ("engine", "serving", "admission", "robustness", "fidelity")
+WORKLOAD_SUITES = ("engine", "serving", "admission", "robustness", "fidelity", "prefix")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -21,6 +21,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--admission", action=argparse.BooleanOptionalAction, default=None,
                         help="admission control: accept, queue, degrade or reject each arrival "
                         "by predicted TTFT/TPOT p95 and KV peak (default: on for slo only)")
+    parser.add_argument("--prefix-cache", action=argparse.BooleanOptionalAction, default=None,
+                        help="share the KV pages of cached prompt prefixes (default: on where "
+                        "the trace has block hashes, as Mooncake's; --no-prefix-cache to "
+                        "compare)")
     parser.set_defaults(run=run)
 
 

@@ -11,7 +11,10 @@ tokens.
 for each request whose computed tokens caught up with its known ones (vLLM v1's rule: no
 prefill flag, decode is the case of one token left), finishing those that reached their
 length. `end_request` is the one way a request reaches a terminal state: status, reason,
-time, and its pages back in the pool.
+time, and its pages back in the pool. With a prefix cache (refimpl.kv.prefix), `prepare`
+first starts each waiting prefill on its prompt's cached prefix (it counts as computed, its
+pages shared: vLLM's computed blocks at schedule time), and `commit_tokens` caches the prompt
+blocks each step completes.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import math
 
 from refimpl._numba import kernel
 from refimpl.kv import manager as kvm
+from refimpl.kv import prefix_facade as kvp
 from refimpl.sched.plan import (
     DECODE,
     FINISH_REASON,
@@ -61,7 +65,8 @@ from refimpl.sched.table import (
     WAITING,
 )
 
-__all__ = ["PAGES_SHORT", "TIER_REFUSED", "commit_tokens", "end_request", "prepare"]
+__all__ = ["PAGES_SHORT", "TIER_REFUSED", "commit_tokens", "end_request", "prepare",
+           "use_prefix"]
 
 PAGES_SHORT, TIER_REFUSED = 5, 6  # `prepare`'s errors (refimpl.engine.contract.PLAN_ERRORS)
 
@@ -76,6 +81,26 @@ def end_request(ints, floats, kv, i, status, reason, now):
 
 
 @kernel
+def use_prefix(ints, kv, entries, sizes, plans_hits):
+    """Start each waiting prefill with nothing computed on its prompt's cached prefix, as
+    far as its chunk leaves room: pages attached, tokens computed. A compiled policy planned
+    the hit (refimpl.kv.prefix_facade.prefix_start) and its pages; a Python one planned from its
+    computed tokens, so without `plans_hits` only blocks others hold (taking no room) count.
+    Blocks held by a request the plan quantizes, spills, preempts or ends are not attached:
+    the plan counted their pages freed (or unshared), and sharing them would undo that."""
+    for rows, count in ((QUANTIZE, sizes[NUM_QUANTIZE]), (SPILL, sizes[NUM_SPILL]),
+                        (PREEMPT, sizes[NUM_PREEMPT]), (FINISH_ROW, sizes[NUM_FINISH])):
+        for k in range(count):
+            kvp.hold_back_prefix(kv, entries[rows, k])
+    for k in range(sizes[NUM_PREFILL]):
+        i = entries[PREFILL, k]
+        if ints[STATUS, i] == WAITING and ints[COMPUTED, i] == 0:
+            room = ints[PROMPT, i] + ints[GENERATED, i] - entries[PREFILL_TOKENS, k]
+            ints[COMPUTED, i] = kvp.attach_prefix(kv, i, ints[PROMPT, i], room, plans_hits)
+    kvp.end_hold_back(kv)
+
+
+@kernel
 def _preempt(ints, kv, i):
     """Drop request `i`'s KV; it waits to recompute everything it had computed."""
     kvm.free(kv, i)
@@ -85,13 +110,18 @@ def _preempt(ints, kv, i):
 
 
 @kernel
-def prepare(ints, floats, kv, entries, sizes, now, finished, started, ones, check_pages):
+def prepare(ints, floats, kv, entries, sizes, now, finished, started, ones, check_pages,
+            plans_hits):
     """Carry out the plan's KV actions, then grow each scheduled request's KV (a decode by
     one token: `ones` is an array of ones); returns (requests finished early, written to
     `finished`; requests started, to `started`; pages moved to or from the CPU tier; an
     error code and its request: TIER_REFUSED where the pool refused a tier move,
-    PAGES_SHORT where, with `check_pages`, the growth needs more pages than are free)."""
+    PAGES_SHORT where, with `check_pages` or a prefix cache, the growth needs more pages
+    than are free). Prefix hits come first (`use_prefix`), before a restore could evict them."""
     num_finished = num_started = moved = 0
+    if kv.prefix.enabled:
+        use_prefix(ints, kv, entries, sizes, plans_hits)
+        check_pages = True  # (a hit a plan did not count would overdraw the pool: refuse it)
     for k in range(sizes[NUM_RESTORE]):
         pages = kvm.restore(kv, entries[RESTORE, k])
         if pages < 0:
@@ -142,6 +172,11 @@ def commit_tokens(ints, floats, kv, entries, sizes, start_s, end_s, finished, nu
         if math.isnan(floats[FIRST_SCHEDULED, i]):
             floats[FIRST_SCHEDULED, i] = start_s
         ints[COMPUTED, i] += tokens
+        if kv.prefix.enabled and ints[COMPUTED, i] - tokens < ints[PROMPT, i]:
+            # prompt tokens computed (never a decode's: a call per decode, passing the facade's
+            # arrays, would cost more than the step's bookkeeping)
+            kvp.publish_prefix(kv, i, ints[COMPUTED, i] - tokens, ints[COMPUTED, i],
+                               ints[PROMPT, i])
         if ints[COMPUTED, i] < ints[PROMPT, i] + ints[GENERATED, i]:
             continue  # a prompt chunk short of the end: no token yet
         ints[GENERATED, i] += 1

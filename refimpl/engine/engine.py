@@ -5,7 +5,8 @@ table, the KV facade over the page pool, the queues, the plan), binds the policy
 to a context over them, registers the Python side with the bridge, runs the loop in one call,
 writes the results back into the `Request` objects and returns the records. Every request
 ends finished or rejected with a reason, and every KV page is back in the pool when `run`
-returns; `run` checks both.
+returns; `run` checks both. With `prefix_cache`, requests that carry block hashes share the
+KV pages of cached prompt prefixes (refimpl.kv.prefix); the cache is emptied at the end.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from refimpl.engine.loop import (
 from refimpl.errors import ConfigError, SchedulingError
 from refimpl.kv.manager import KVView, new_kv_state
 from refimpl.kv.pool import PagePool
+from refimpl.kv.prefix import BLOCK_TOKENS, STAT_FIELDS, new_prefix_state
+from refimpl.kv.prefix_facade import flush_prefix
 from refimpl.metrics.records import FINISHED, REJECTED, RequestRecords, StepRecords
 from refimpl.sched.plan import new_plan_arrays
 from refimpl.sched.policy import BuiltinPolicy, Policy, PolicyContext
@@ -95,12 +98,16 @@ class Engine:
 
     def __init__(self, policy: Policy, executor: SimulatedExecutor, pool: PagePool,
                  model: ModelConfig, *, hardware: Any = None, cost_table: Any = None,
-                 gate: Gate | None = None) -> None:
+                 gate: Gate | None = None, prefix_cache: bool = False,
+                 prefix_block_tokens: int = BLOCK_TOKENS) -> None:
         if not isinstance(policy, Policy):
             raise ConfigError("policy", policy, "must be a refimpl.Policy")
+        if not isinstance(prefix_cache, bool):
+            raise ConfigError("prefix_cache", prefix_cache, "must be True or False")
         self.policy, self.executor, self.pool, self.model = policy, executor, pool, model
         self.hardware, self.cost_table = hardware, cost_table
         self.gate = gate
+        self.prefix_cache, self.prefix_block_tokens = prefix_cache, prefix_block_tokens
 
     def run(self, requests: Sequence[Request], progress: Progress | None = None) -> EngineRun:
         """Serve `requests` (in arrival order) to the end; returns the records."""
@@ -138,6 +145,11 @@ class Engine:
             raise SchedulingError("plan", value, f"policy {self.policy.name!r}'s plan "
                                   + PLAN_ERRORS[error].replace("MAX_IDLE_STEPS",
                                                                str(MAX_IDLE_STEPS)))
+        prefix = arrays.kv.prefix
+        stats = prefix.view("stats").tolist()
+        prefix_counts = ({name: int(v) for name, v in zip(STAT_FIELDS, stats, strict=True)}
+                         if prefix.enabled else {})
+        flush_prefix(arrays.kv)  # every request ended: the cached pages go back to the pool
         write_back(arrays.ints, arrays.floats, reasons, pending)
         self._check_nothing_lost(pending)
         if progress is not None:
@@ -150,14 +162,19 @@ class Engine:
         return EngineRun(pending, StepRecords(
             **columns, kv_total_pages=self.pool.num_pages, kernel_usage=usage,
             admission_counts=dict(Counter(gate.counts)) if gate is not None else {},
-            kv_actions=self.policy.kv_actions()))
+            kv_actions=self.policy.kv_actions(), prefix_cache=prefix_counts))
 
     def _lay_out(self, pending: Sequence[Request]) -> tuple[RunArrays, PolicyContext]:
         """The run's arrays for `pending` (the request table, the KV facade, the queues), and
         the context policies and gates read them through."""
         n = len(pending)
         ints, floats = new_requests(pending)
-        kv = new_kv_state(self.pool, n, self._max_holders(n))
+        prefix = None
+        if self.prefix_cache and any(r.block_hashes for r in pending):
+            prefix = new_prefix_state([_block_hashes(r) for r in pending],
+                                      self.pool.num_pages, self.pool.page_size,
+                                      self.prefix_block_tokens)
+        kv = new_kv_state(self.pool, n, self._max_holders(n), prefix)
         q = new_queues(n, n)
         arrays = RunArrays(ints, floats, kv, q)
         context = PolicyContext(
@@ -195,6 +212,16 @@ class Engine:
             raise AssertionError(  # a loop or policy bug, never the user's input
                 f"run ended with requests {unfinished[:5]} unfinished and "
                 f"{self.pool.num_used_pages} KV pages still held")
+
+
+def _block_hashes(request: Request) -> tuple[int, ...]:
+    """A request's prefix-block hashes, checked to be whole numbers."""
+    hashes = request.block_hashes
+    if not isinstance(hashes, (tuple, list)) or not all(
+            isinstance(h, (int, np.integer)) and not isinstance(h, bool) for h in hashes):
+        raise ConfigError("block_hashes", hashes, "must be a sequence of integers",
+                          where=f"request {request.request_id!r}")
+    return tuple(int(h) for h in hashes)
 
 
 def _gate_kind(gate: Gate | None) -> int:

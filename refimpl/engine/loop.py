@@ -108,7 +108,7 @@ def serve(config, params, rates, coefficients, ints, floats, kv, q, slo, gs, pla
             break
         num_finished, num_started, moved, error, row = prepare(
             ints, floats, kv, entries, sizes, now, finished, started, ones,
-            code == PYTHON or code == SLO)  # noqa: SIM109 (Numba: no `in` on a tuple here)
+            code == PYTHON or code == SLO, code != PYTHON)  # noqa: SIM109 (Numba: no `in`)
         if error != 0:
             return num_steps, step_f, step_i, error, row
         duration_s = d.step_seconds(config[EXECUTOR], coefficients, handle, ints, entries,
@@ -133,9 +133,9 @@ def serve(config, params, rates, coefficients, ints, floats, kv, q, slo, gs, pla
             kernel_counts[plan.kernels[k]] += 1
         if num_steps == step_f.shape[0]:
             step_f, step_i = _doubled(step_f), _doubled(step_i)
-        _record(step_f[num_steps], step_i[num_steps], kv.num_pages - kv.counters[
-            kvm.COUNTER_FREE], sizes, entries, now, duration_s, decision_s,
-            d.num_waiting(policy_waiting, q.sizes) + gate_queued)
+        _record(step_f[num_steps], step_i[num_steps], kv.num_pages - kvm.num_free_pages(kv),
+                sizes, entries, now, duration_s, decision_s,
+                d.num_waiting(policy_waiting, q.sizes) + gate_queued)
         now += duration_s
         num_steps += 1
         if config[PROGRESS] > 0 and num_steps % config[PROGRESS] == 0:

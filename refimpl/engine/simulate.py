@@ -7,7 +7,8 @@ default `gpu_memory_utilization` of 0.9 of every tensor-parallel GPU (weights sp
 them), in pages of 16 tokens. The clock is `step_model`: a model, or a name
 (refimpl.costmodel.choose: `auto`, the calibrated model on the GPU presets; `roofline`).
 Admission control (refimpl.admission) is on by default for `slo` and off for the baselines;
-any can have it.
+any can have it. Prefix caching (refimpl.kv.prefix) is on wherever the requests carry block
+hashes (the Mooncake traces), as in every production engine; `prefix_cache=False` turns it off.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ __all__ = [
     "cost_table_for",
     "gate_for",
     "kv_pool_for",
+    "prefix_cache_for",
     "requests_from_workload",
     "simulate",
 ]
@@ -105,10 +107,19 @@ def gate_for(admission: bool | Gate | None, policy: Policy) -> Gate | None:
     return admission
 
 
+def prefix_cache_for(prefix_cache: bool | None, requests: Sequence[Request]) -> bool:
+    """Whether a run caches prompt prefixes: None means where some request has block hashes."""
+    if prefix_cache is not None and not isinstance(prefix_cache, bool):
+        raise ConfigError("prefix_cache", prefix_cache, "must be True, False or None")
+    has_hashes = any(getattr(r, "block_hashes", ()) for r in requests)  # (checked later)
+    return has_hashes if prefix_cache is None else prefix_cache and has_hashes
+
+
 def requests_from_workload(workload: Workload) -> list[Request]:
     """One `Request` per workload row, ids in arrival order from 0."""
     slos: dict[tuple[float, float], SLO] = {}
     requests = []
+    hashes = workload.hash_ids or ((),) * len(workload)
     for i in range(len(workload)):
         key = (float(workload.ttft_slo_s[i]), float(workload.tpot_slo_s[i]))
         slo = slos.get(key) or slos.setdefault(key, SLO(*key))
@@ -116,7 +127,7 @@ def requests_from_workload(workload: Workload) -> list[Request]:
             request_id=i, arrival_s=float(workload.arrival_s[i]),
             prompt_tokens=int(workload.prompt_tokens[i]),
             max_new_tokens=int(workload.output_tokens[i]), priority=int(workload.priority[i]),
-            slo=slo, slo_class=str(workload.slo_class[i]),
+            slo=slo, slo_class=str(workload.slo_class[i]), block_hashes=tuple(hashes[i]),
         ))
     return requests
 
@@ -136,6 +147,7 @@ def simulate(
     progress: Progress | None = None,
     admission: bool | Gate | None = None,
     audit: bool = False,
+    prefix_cache: bool | None = None,
 ) -> SimulationResult:
     """Serve `workload` with `policy` on a simulated clock; deterministic for a given seed.
 
@@ -146,6 +158,8 @@ def simulate(
     copied into the run's table: the run reads only what a request asks for, never what an
     earlier run wrote into it, so the same list may be served again and gives the same run
     (each run's results overwrite the last in the objects; the records returned are copies).
+    `prefix_cache` None caches prompt prefixes where the requests carry block hashes
+    (`Request.block_hashes`; Mooncake traces' `hash_ids`), False never, True wherever they do.
     With `audit`, a run with a gate
     is replayed without it, and the gate's false rejects and late admits are reported
     (refimpl.metrics.audit; the replay's time is not in `wall_s`).
@@ -162,10 +176,12 @@ def simulate(
     pool = kv_pool_for(model, hardware, page_size)
     executor = SimulatedExecutor(step_model)
     admission = gate_for(admission, policy)
-    runner = Engine(policy, executor, pool, model, hardware=hardware,
-                    cost_table=cost_table_for(model, hardware), gate=admission)
     requests = (list(workload) if not isinstance(workload, Workload)
                 else requests_from_workload(workload))
+    prefix_cache = prefix_cache_for(prefix_cache, requests)
+    runner = Engine(policy, executor, pool, model, hardware=hardware,
+                    cost_table=cost_table_for(model, hardware), gate=admission,
+                    prefix_cache=prefix_cache)
     compile_s = warm_up()  # timed apart: `wall_s` is the simulation alone
     started = time.perf_counter()
     run = runner.run(requests, progress)
@@ -174,13 +190,15 @@ def simulate(
         "policy": policy.name,
         "model": model.name, "hardware": hardware.name, "seed": seed, "page_size": page_size,
         "kv_pages": pool.num_pages, "step_model": type(step_model).__name__,
-        "admission": admission is not None, "compile_s": compile_s,
+        "admission": admission is not None, "prefix_cache": prefix_cache,
+        "compile_s": compile_s,
     }
     wall_s = time.perf_counter() - started
     report = None
     if audit and admission is not None:
         replay = Engine(unbound, executor, kv_pool_for(model, hardware, page_size), model,
-                        hardware=hardware, cost_table=runner.cost_table).run(
+                        hardware=hardware, cost_table=runner.cost_table,
+                        prefix_cache=prefix_cache).run(
             [copy.copy(r) for r in requests])  # the caller's requests keep the gated run
         report = audit_admission(run.requests, replay.requests)
     return SimulationResult(policy.name, run.requests, run.steps, settings, wall_s, report)

@@ -19,7 +19,9 @@ import numpy as np
 from refimpl._numba import inline_kernel, kernel
 from refimpl.kv import _pool_kernels as K
 from refimpl.kv import _tier_kernels as T
+from refimpl.kv import prefix as P
 from refimpl.kv.pool import PagePool, RequestState
+from refimpl.kv.prefix import PrefixState, no_prefix_state
 
 __all__ = ["COUNTER_FREE", "COUNTER_SPILLED", "SLOT_FREE", "SLOT_RESIDENT", "SLOT_SPILLED",
            "KVState", "KVView", "new_kv_state"]
@@ -48,18 +50,21 @@ class KVState(NamedTuple):
     page_size: int
     num_pages: int
     cpu_tier_pages: int
+    prefix: PrefixState  # the prefix cache (refimpl.kv.prefix), disabled where none
 
 
-def new_kv_state(pool: PagePool, num_requests: int, max_holders: int) -> KVState:
+def new_kv_state(pool: PagePool, num_requests: int, max_holders: int,
+                 prefix: PrefixState | None = None) -> KVState:
     """The facade over an empty `pool` for a run of `num_requests` requests, at most
-    `max_holders` of them holding pages at once."""
+    `max_holders` of them holding pages at once, with a prefix cache where given."""
     pool.reserve_slots(max(max_holders, 1))
     free = np.flatnonzero(pool.states == _FREE_SLOT)[::-1]  # lowest slot on top, as the pool
     free_slots = np.append(free, len(free)).astype(np.int64)
     return KVState(pool.refcount, pool.free_stack, pool.counters, pool.tables, pool.num_pages_of,
                    pool.lengths, pool.tokens_per_page, pool.states,
                    np.full(max(num_requests, 1), -1, np.int64), free_slots, pool.page_size,
-                   pool.num_pages, pool.cpu_tier_pages)
+                   pool.num_pages, pool.cpu_tier_pages,
+                   no_prefix_state() if prefix is None else prefix)
 
 
 # ---- queries ---------------------------------------------------------------------------------
@@ -71,8 +76,8 @@ def pages_for(num_tokens, tokens_per_page):
 
 @inline_kernel
 def num_free_pages(kv):
-    """Pages not held by any request."""
-    return kv.counters[K.FREE]
+    """Pages not held by any request: free, or idle in the prefix cache (evicted on demand)."""
+    return kv.counters[K.FREE] + P.stat(kv.prefix, P.IDLE_PAGES)
 
 
 @inline_kernel
@@ -93,6 +98,21 @@ _pages_needed_of = inline_kernel(pages_needed_of)
 
 
 @inline_kernel
+def pages_released(kv, i):
+    """Pages freeing request `i` now gives back: those it holds alone (a page shared with
+    another request, a fork or a cached prefix, stays); all it holds where none is shared."""
+    slot = kv.slot_of[i]
+    if slot < 0:
+        return 0
+    if kv.counters[K.SHARED] == 0 or kv.states[slot] != _RESIDENT:
+        return kv.num_pages_of[slot]
+    alone = 0
+    for j in range(kv.num_pages_of[slot]):
+        alone += kv.refcount[kv.tables[slot, j]] == 1
+    return alone
+
+
+@inline_kernel
 def pages_needed(kv, i, num_computed, num_tokens):
     """New pages request `i` takes if `num_tokens` more of its tokens are computed."""
     slot = kv.slot_of[i]
@@ -105,12 +125,12 @@ def pages_needed(kv, i, num_computed, num_tokens):
 @inline_kernel
 def utilization(kv):
     """Share of the pool's pages in use."""
-    return (kv.num_pages - kv.counters[K.FREE]) / kv.num_pages
+    return (kv.num_pages - num_free_pages(kv)) / kv.num_pages
 
 
 # ---- changes (the commit's only way into the pool) -------------------------------------------
 @kernel
-def _new_slot(kv, i):
+def take_slot(kv, i):
     """A free slot for request `i` (`PagePool.allocate` of no tokens)."""
     height = kv.free_slots.shape[0] - 1
     kv.free_slots[height] -= 1
@@ -140,7 +160,11 @@ def grow(kv, rows, num_tokens, count):
             lengths[slot] += tokens  # room in the pages held (most decodes): none to take
             continue
         if slot < 0:
-            slot = _new_slot(kv, i)
+            slot = take_slot(kv, i)
+        tpp = tokens_per_page[slot]
+        need = (lengths[slot] + tokens + tpp - 1) // tpp - num_pages_of[slot]
+        if need > counters[K.FREE]:  # room first, from the oldest idle prefix-cache blocks
+            P.evict(kv.prefix, free_stack, counters, K.FREE, need)
         K.take_pages(refcount, free_stack, counters, tables, num_pages_of, lengths,
                      tokens_per_page, slot, tokens)
 
@@ -152,8 +176,11 @@ def free(kv, i):
     if slot < 0:
         return
     if kv.states[slot] == _RESIDENT:
+        start = kv.counters[K.FREE]
         K.release_slot(kv.refcount, kv.free_stack, kv.counters, kv.tables, kv.num_pages_of,
                        slot, 0)
+        if kv.prefix.enabled:
+            P.park(kv.prefix, kv.free_stack, kv.counters, K.FREE, start)
     else:  # spilled: its pages are in the CPU tier
         kv.counters[K.SPILLED] -= kv.num_pages_of[slot]
         kv.num_pages_of[slot] = 0
@@ -171,8 +198,12 @@ def spill(kv, i):
     slot = kv.slot_of[i]
     if slot < 0:
         return K.BAD_SLOT
-    return T.spill(kv.refcount, kv.free_stack, kv.counters, kv.tables, kv.num_pages_of,
-                   kv.states, slot, kv.cpu_tier_pages)
+    start = kv.counters[K.FREE]
+    moved = T.spill(kv.refcount, kv.free_stack, kv.counters, kv.tables, kv.num_pages_of,
+                    kv.states, slot, kv.cpu_tier_pages)
+    if moved >= 0 and kv.prefix.enabled:
+        P.park(kv.prefix, kv.free_stack, kv.counters, K.FREE, start)
+    return moved
 
 
 @kernel
@@ -181,6 +212,8 @@ def restore(kv, i):
     slot = kv.slot_of[i]
     if slot < 0:
         return K.BAD_SLOT
+    if kv.states[slot] == K.SPILLED_SLOT and P.stat(kv.prefix, P.IDLE_PAGES) > 0:
+        P.evict(kv.prefix, kv.free_stack, kv.counters, K.FREE, kv.num_pages_of[slot])
     return T.restore(kv.refcount, kv.free_stack, kv.counters, kv.tables, kv.num_pages_of,
                      kv.lengths, kv.tokens_per_page, kv.states, slot)
 
@@ -191,6 +224,9 @@ def quantize(kv, i, factor):
     slot = kv.slot_of[i]
     if slot < 0:
         return K.BAD_SLOT
+    if kv.prefix.enabled and factor >= 2 and T.quantize_refusal(
+            kv.refcount, kv.counters, kv.tables, kv.num_pages_of, kv.states, slot) == 0:
+        P.unpublish(kv.prefix, kv.tables, kv.num_pages_of[slot], slot)  # pages rewritten
     return T.quantize(kv.refcount, kv.free_stack, kv.counters, kv.tables, kv.num_pages_of,
                       kv.lengths, kv.tokens_per_page, kv.states, slot, factor)
 
@@ -206,8 +242,9 @@ class KVView:
 
     @property
     def num_free_pages(self) -> int:
-        """Pages not held by any request."""
-        return int(self._kv.counters[K.FREE])
+        """Pages not held by any request (free, or idle in the prefix cache)."""
+        prefix = self._kv.prefix
+        return int(self._kv.counters[K.FREE] + prefix.buf[prefix.stats_at + P.IDLE_PAGES])
 
     def utilization(self) -> float:
         """Share of the pool's pages in use."""

@@ -37,9 +37,9 @@ class Projection:
     """The live KV state with the drafted plan's changes on top; changes nothing itself."""
 
     def __init__(self, kv: KVView, num_computed: np.ndarray) -> None:
-        self._s = state = kv._kv
+        self._s = kv._kv
         self.page_size, self.num_pages = kv.page_size, kv.num_pages
-        self.free = int(state.counters[K.FREE])  # free pages after the plan's actions so far
+        self.free = kv.num_free_pages  # free pages after the plan's actions so far
         self._num_computed = num_computed
         self._cpu: tuple[int, int] | None = None  # CPU-tier pages used and in all, when read
         self._kv = kv
@@ -119,7 +119,8 @@ class Projection:
         nothing): refcount, counters, tables, num_pages_of, lengths, tokens_per_page, states.
         Only what the ladder reads of them: a restore's fresh pages are not in the tables."""
         s = self._s
-        if not (self.freed or self._pages or self._tpp or self._state):
+        if not (self.freed or self._pages or self._tpp or self._state
+                or self.free != s.counters[K.FREE]):  # (idle prefix-cache pages count free)
             return (s.refcount, s.counters, s.tables, s.num_pages_of, s.lengths,
                     s.tokens_per_page, s.states)
         held, tpp, states = s.num_pages_of.copy(), s.tokens_per_page.copy(), s.states.copy()

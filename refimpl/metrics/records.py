@@ -65,6 +65,7 @@ class StepRecords:
     kernel_usage: dict = field(default_factory=dict)  # kernel candidate name -> steps using it
     admission_counts: dict = field(default_factory=dict)  # "action[:reason]" -> requests
     kv_actions: dict = field(default_factory=dict)  # KV ladder step -> times it acted
+    prefix_cache: dict = field(default_factory=dict)  # the prefix cache's counts (none: off)
 
     def __len__(self) -> int:
         return len(self.start_s)

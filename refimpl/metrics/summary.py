@@ -14,6 +14,9 @@ repeated with examples in docs/metrics.md:
 - KV use: pages in use after each step / pool pages; mean weighted by step duration, and peak.
 - decision time: the policy's (and admission control's) wall time per step, p50/p99/mean.
 - admission: requests by admission decision and reason ("degrade:kv_watermark", ...).
+- prefix cache (only where the run had one): hit rate in blocks (cached blocks attached /
+  full prompt blocks looked up) and in tokens (cached tokens / prompt tokens looked up), the
+  peak of pages the cache held (referenced or idle), blocks evicted and published.
 
 `summarize_by_class` gives the same request figures per SLO class over the whole run's
 makespan, so the classes' throughputs and goodputs add up to the run's.
@@ -132,7 +135,27 @@ def _step_summary(steps: StepRecords | None) -> dict:
         "admission_by_decision": dict(sorted(steps.admission_counts.items())),
         "kv_actions": dict(sorted(steps.kv_actions.items())),
     }
+    summary.update(_prefix_summary(steps.prefix_cache))
     return summary
+
+
+def _prefix_summary(counts: dict) -> dict:
+    """The prefix cache's figures (none where the run had no cache)."""
+    if not counts:
+        return {}
+
+    def rate(hits: str, looked_up: str) -> float | None:
+        return counts[hits] / counts[looked_up] if counts[looked_up] else None
+
+    return {
+        "prefix_hit_rate_blocks": rate("hit_blocks", "lookup_blocks"),
+        "prefix_hit_rate_tokens": rate("hit_tokens", "lookup_tokens"),
+        "prefix_hit_blocks": counts["hit_blocks"],
+        "prefix_hit_tokens": counts["hit_tokens"],
+        "prefix_cached_pages_peak": counts["peak_cached_pages"],
+        "prefix_evicted_blocks": counts["evicted_blocks"],
+        "prefix_published_blocks": counts["published_blocks"],
+    }
 
 
 # The step figures, listed once so a run without steps reports the same keys (as None).

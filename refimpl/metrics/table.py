@@ -61,6 +61,11 @@ COMPARISON_COLUMNS: tuple[tuple[str, str, Callable], ...] = (
     ("KV peak", "kv_util_peak", _percent),
     ("decide p99", "decision_p99_s", _seconds),
 )
+# Shown where some run had a prefix cache (refimpl.kv.prefix).
+PREFIX_COLUMNS: tuple[tuple[str, str, Callable], ...] = (
+    ("prefix hits", "prefix_hit_rate_tokens", _percent),
+    ("evicted", "prefix_evicted_blocks", _count),
+)
 
 # The latency rows of the one-run table: (label, key prefix in the summary).
 LATENCY_ROWS = (("TTFT", "ttft"), ("TPOT", "tpot"), ("end-to-end", "e2e"),
@@ -84,8 +89,10 @@ def render_columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 def format_comparison(summaries: dict[str, dict]) -> str:
     """Policies side by side: a row per policy (in the given order), key figures as columns;
     below, a line per policy that rejected requests, saying why."""
-    header = ["policy", *(title for title, _, _ in COMPARISON_COLUMNS)]
-    rows = [[name, *(fmt(summary.get(key)) for _, key, fmt in COMPARISON_COLUMNS)]
+    columns = COMPARISON_COLUMNS + (
+        PREFIX_COLUMNS if any("prefix_hit_rate_tokens" in s for s in summaries.values()) else ())
+    header = ["policy", *(title for title, _, _ in columns)]
+    rows = [[name, *(fmt(summary.get(key)) for _, key, fmt in columns)]
             for name, summary in summaries.items()]
     # Below the table, not a column: reason lists vary in length and would stretch every row.
     rejecting = {name: s for name, s in summaries.items() if s.get("num_rejected")}
@@ -143,6 +150,12 @@ def format_run(summary: dict, title: str = "run") -> str:
             f"policy decision time per step p50 {_seconds(s['decision_p50_s'])}, "
             f"p99 {_seconds(s['decision_p99_s'])}, total {_seconds(s['decision_total_s'])}",
         ]
+    if "prefix_hit_rate_tokens" in s:
+        lines.append(
+            f"prefix cache: hits {_percent(s['prefix_hit_rate_tokens'])} of prompt tokens, "
+            f"{_percent(s['prefix_hit_rate_blocks'])} of blocks ({s['prefix_hit_blocks']}); "
+            f"peak {s['prefix_cached_pages_peak']} pages cached, "
+            f"{s['prefix_evicted_blocks']} blocks evicted")
     return "\n".join(lines)
 
 

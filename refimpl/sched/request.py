@@ -49,6 +49,9 @@ class Request:
     finish_reason: str = ""
     num_preemptions: int = 0
     output_cap: int | None = None  # output of a run: a gate degraded it to end `length_capped` here
+    # Prefix-block hashes of the prompt, one per `refimpl.kv.prefix.BLOCK_TOKENS` tokens
+    # (Mooncake's `hash_ids`): equal leading hashes mean a shared, cacheable prompt prefix.
+    block_hashes: tuple[int, ...] = ()
 
     @property
     def num_tokens(self) -> int:

@@ -141,3 +141,21 @@ def test_policy_all_says_why_requests_were_rejected(tmp_path, capsys):
     for policy in POLICIES:
         assert f"{policy}" in reasons
     assert "rejected 10: exceeds_context 10" in reasons
+
+
+def test_simulate_caches_a_mooncake_traces_prefixes_unless_told_not_to(tmp_path, capsys):
+    trace = tmp_path / "mooncake.jsonl"
+    rows = [{"timestamp": 30000 * i, "input_length": 1800, "output_length": 4,
+             "hash_ids": [1, 2, 3, 100 + i]} for i in range(4)]
+    trace.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    common = ["simulate", "--workload", str(trace), "--policy", "vllm", "--model",
+              "llama-3.1-8b"]
+    assert main([*common, "--json", str(tmp_path / "on.json")]) == 0
+    assert "prefix cache: hits" in capsys.readouterr().out
+    assert main([*common, "--no-prefix-cache", "--json", str(tmp_path / "off.json")]) == 0
+    assert "prefix cache" not in capsys.readouterr().out
+    on = json.loads((tmp_path / "on.json").read_text())
+    off = json.loads((tmp_path / "off.json").read_text())
+    assert on["settings"]["prefix_cache"] and not off["settings"]["prefix_cache"]
+    assert on["policies"]["vllm"]["prefix_hit_blocks"] == 3 * 3  # 3 blocks, 3 later requests
+    assert "prefix_hit_blocks" not in off["policies"]["vllm"]

@@ -9,7 +9,8 @@ queue order (arrival, or the policy's own: refimpl.sched.queues) until one does 
 skipping ahead, but past those the decision itself ended), and none starts in a step that
 preempted, nor where its pages would leave fewer than the watermark free (vLLM's block
 manager keeps `watermark=0.01` of the blocks back from new requests, so that running ones
-can grow without preempting: `vllm/core/block_manager.py`, `can_allocate`). With nothing
+can grow without preempting: `vllm/core/block_manager.py`, `can_allocate`); a waiting
+request's prompt starts after its cached prefix where a prefix cache holds one. With nothing
 running the whole pool may be taken: there is nothing to grow, and vLLM's alternative,
 rejecting a prompt that cannot fit beside the watermark, would leave it waiting forever here.
 The decision writes a plan and marks in the queues' scratch; it changes no request.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from refimpl._numba import inline_kernel, kernel
 from refimpl.kv import manager as kvm
+from refimpl.kv import prefix_facade as kvp
 from refimpl.sched.plan import add_decode, add_preempt, add_prefill
 from refimpl.sched.queues import NUM_RUNNING, WAIT_LEN, waiting_at
 from refimpl.sched.table import COMPUTED, GENERATED, PROMPT
@@ -72,7 +74,7 @@ def budgeted_step(token_budget, max_num_seqs, epoch, num_order, ints, kv, q, ent
         need = kvm.pages_needed(kv, i, ints[COMPUTED, i], tokens)
         while need > free:
             victim = newest_unscheduled(q, epoch, i)
-            free += kvm.pages_held(kv, victim)
+            free += kvm.pages_released(kv, victim)  # (shared pages stay)
             add_preempt(entries, sizes, victim)
             marks[victim] = -epoch
             num_preempted += 1
@@ -96,8 +98,10 @@ def budgeted_step(token_budget, max_num_seqs, epoch, num_order, ints, kv, q, ent
         k += 1
         if marks[i] == -epoch:  # ended by this decision (edf's TTFT guard)
             continue
-        tokens = min(uncomputed(ints, i), budget)
-        need = kvm.pages_needed(kv, i, ints[COMPUTED, i], tokens)
+        # a prefix-cache hit: less to compute, and its cached pages (refimpl.kv.prefix)
+        start, pinned = kvp.prefix_start(kv, i, ints[COMPUTED, i], ints[PROMPT, i])
+        tokens = min(ints[PROMPT, i] + ints[GENERATED, i] - start, budget)
+        need = kvp.pages_to_start(kv, i, ints[COMPUTED, i], start, pinned, tokens)
         if need > free - (reserve if num_running > 0 else 0):
             break
         num_running += 1

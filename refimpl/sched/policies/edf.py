@@ -24,12 +24,20 @@ plan (a finish entry; the commit ends a request without output as rejected); it 
 from __future__ import annotations
 
 from refimpl._numba import inline_kernel
+from refimpl.kv import prefix_facade as kvp
 from refimpl.sched.plan import add_finish
-from refimpl.sched.policies.budget import budgeted_step, uncomputed
+from refimpl.sched.policies.budget import budgeted_step
 from refimpl.sched.policies.sarathi_edf import SarathiEDFPolicy, deadline_order
 from refimpl.sched.policy import EDF
 from refimpl.sched.queues import WAIT_LEN, new_decision, waiting_at
-from refimpl.sched.table import ARRIVAL, COMPUTED, GENERATED, TTFT_SLO, TTFT_UNATTAINABLE
+from refimpl.sched.table import (
+    ARRIVAL,
+    COMPUTED,
+    GENERATED,
+    PROMPT,
+    TTFT_SLO,
+    TTFT_UNATTAINABLE,
+)
 
 __all__ = ["EDFPolicy", "plan_edf", "prefill_floor_s"]
 
@@ -46,14 +54,15 @@ def prefill_floor_s(c, tokens, computed, token_budget):
 
 
 @inline_kernel
-def ttft_guard(token_budget, c, ints, floats, q, entries, sizes, epoch, now):
+def ttft_guard(token_budget, c, ints, floats, kv, q, entries, sizes, epoch, now):
     """Reject each waiting request without output that would miss its TTFT even alone from
     `now` (marked ended for the step, so it is not started)."""
     for k in range(q.sizes[WAIT_LEN]):
         i = waiting_at(q, k)
         if ints[GENERATED, i] > 0:
             continue
-        floor_s = prefill_floor_s(c, uncomputed(ints, i), ints[COMPUTED, i], token_budget)
+        start, _ = kvp.prefix_start(kv, i, ints[COMPUTED, i], ints[PROMPT, i])  # (cached)
+        floor_s = prefill_floor_s(c, ints[PROMPT, i] - start, start, token_budget)
         # TTFT as the metrics take it (first token - arrival), compared as they compare it
         if now + floor_s - floats[ARRIVAL, i] > floats[TTFT_SLO, i]:
             add_finish(entries, sizes, i, TTFT_UNATTAINABLE)
@@ -64,7 +73,7 @@ def ttft_guard(token_budget, c, ints, floats, q, entries, sizes, epoch, now):
 def plan_edf(token_budget, max_num_seqs, c, ints, floats, kv, q, entries, sizes, now):
     """One EDF step: the TTFT guard, then sarathi-edf's step over what is left."""
     epoch = new_decision(q)
-    ttft_guard(token_budget, c, ints, floats, q, entries, sizes, epoch, now)
+    ttft_guard(token_budget, c, ints, floats, kv, q, entries, sizes, epoch, now)
     num_running = deadline_order(ints, q)
     budgeted_step(token_budget, max_num_seqs, epoch, num_running, ints, kv, q, entries, sizes)
 

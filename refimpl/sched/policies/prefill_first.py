@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from refimpl._numba import inline_kernel
 from refimpl.kv import manager as kvm
+from refimpl.kv import prefix_facade as kvp
 from refimpl.sched.plan import NUM_PREFILL, add_decode, add_preempt, add_prefill
-from refimpl.sched.policies.budget import uncomputed, watermark_pages
+from refimpl.sched.policies.budget import watermark_pages
 from refimpl.sched.policy import PREFILL_FIRST, BuiltinPolicy
 from refimpl.sched.queues import NUM_RUNNING, WAIT_LEN, waiting_at
-from refimpl.sched.table import COMPUTED
+from refimpl.sched.table import COMPUTED, GENERATED, PROMPT
 
 __all__ = ["PrefillFirstPolicy", "plan_prefill_first"]
 
@@ -31,8 +32,9 @@ def plan_prefill_first(token_budget, max_num_seqs, ints, kv, q, entries, sizes):
     while (num_started < q.sizes[WAIT_LEN]
            and q.sizes[NUM_RUNNING] + num_started < max_num_seqs):
         i = waiting_at(q, num_started)
-        tokens = uncomputed(ints, i)
-        need = kvm.pages_needed(kv, i, ints[COMPUTED, i], tokens)
+        start, pinned = kvp.prefix_start(kv, i, ints[COMPUTED, i], ints[PROMPT, i])
+        tokens = ints[PROMPT, i] + ints[GENERATED, i] - start  # after a prefix-cache hit
+        need = kvp.pages_to_start(kv, i, ints[COMPUTED, i], start, pinned, tokens)
         held_back = reserve if q.sizes[NUM_RUNNING] + num_started > 0 else 0
         if need > free - held_back or (sizes[NUM_PREFILL] > 0 and tokens > budget):
             break
@@ -53,7 +55,7 @@ def plan_prefill_first(token_budget, max_num_seqs, ints, kv, q, entries, sizes):
         need = kvm.pages_needed(kv, i, ints[COMPUTED, i], 1)
         while need > free and k <= last:
             victim = q.running[last]
-            free += kvm.pages_held(kv, victim)
+            free += kvm.pages_released(kv, victim)  # (shared pages stay)
             add_preempt(entries, sizes, victim)
             last -= 1
         if k <= last:

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from refimpl._numba import inline_kernel, kernel
 from refimpl.costmodel.step import step_s
+from refimpl.kv import prefix_facade as kvp
 from refimpl.sched import plan as p
-from refimpl.sched.slo.compiled.projection import _holds_slot, _num_computed, _pages_held
+from refimpl.sched.slo.compiled.projection import (
+    _flags,
+    _holds_slot,
+    _num_computed,
+    _pages_held,
+)
 from refimpl.sched.slo.compiled.queues import _before
 from refimpl.sched.slo.compiled.state import HEAP_LEN, MAX_CHUNK, MAX_HEADS, PJ_FREE, WATERMARK
 from refimpl.sched.table import GENERATED, PROMPT, REQUEST_ID
@@ -82,6 +88,10 @@ def _choose_prefill(s, coefficients, ints, floats, kv, entries, sizes, budget_s,
         if held_back and not _holds_slot(s, kv, i):
             continue
         computed, held = _num_computed(s, ints, i), _pages_held(s, kv, i)
+        if computed == 0 and not _holds_slot(s, kv, i) and _flags(s, i) == 0:
+            # a prefix-cache hit: its cached pages count as held, less the idle ones it pins
+            computed, pinned = kvp.prefix_start(kv, i, 0, ints[PROMPT, i])
+            held = computed // page_size - pinned
         uncomputed = ints[PROMPT, i] + ints[GENERATED, i] - computed
         low, high = 0, min(uncomputed, max_chunk - tokens)
         cut_short = not _fits(coefficients, high, tokens, pairs, pages, computed, held,

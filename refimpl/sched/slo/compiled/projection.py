@@ -8,6 +8,7 @@ from refimpl.kv.manager import COUNTER_SPILLED as SPILLED
 from refimpl.kv.manager import SLOT_FREE as FREE_SLOT
 from refimpl.kv.manager import SLOT_RESIDENT as RESIDENT
 from refimpl.kv.manager import SLOT_SPILLED as SPILLED_SLOT
+from refimpl.kv.manager import pages_released
 from refimpl.sched.slo.compiled.state import (
     EPOCH,
     F_FREED,
@@ -78,7 +79,9 @@ def _tokens_per_page(s, kv, i):
 def _release(s, kv, i):
     """Row `i` gives up all its KV; returns the pages freed."""
     resident = _is_resident(s, kv, i)
-    freed = _pages_held(s, kv, i) if resident else 0
+    freed = 0
+    if resident:  # an untouched request may share pages (a prefix cache's): those stay
+        freed = _pages_held(s, kv, i) if _flags(s, i) else pages_released(kv, i)
     if _holds_slot(s, kv, i) and not resident:
         s.st[PJ_CPU] -= _pages_held(s, kv, i)
     s.st[PJ_FREE] += freed
@@ -109,7 +112,7 @@ def _quantize_kv(s, kv, i, factor):
 @inline_kernel
 def _spill_kv(s, kv, i):
     moved = _pages_held(s, kv, i)
-    s.st[PJ_FREE] += moved
+    s.st[PJ_FREE] += moved if _flags(s, i) else pages_released(kv, i)  # (shared pages stay)
     s.st[PJ_CPU] += moved
     _touch(s, i)
     s.pj_flags[i] |= F_STATE
@@ -132,7 +135,7 @@ def _restore_kv(s, kv, i):
 def _pool_arrays(s, kv):
     """(counters, num_pages_of, tokens_per_page, states) as the plan leaves them."""
     st = s.st
-    if st[PJ_TOUCHED] == 0:
+    if st[PJ_TOUCHED] == 0 and st[PJ_FREE] == kv.counters[FREE]:  # (no idle cached pages)
         return kv.counters, kv.num_pages_of, kv.tokens_per_page, kv.states
     held, tpp, states = kv.num_pages_of.copy(), kv.tokens_per_page.copy(), kv.states.copy()
     for k in range(st[PJ_TOUCHED]):

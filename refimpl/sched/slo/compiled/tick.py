@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from refimpl._numba import kernel
-from refimpl.kv.manager import COUNTER_FREE as FREE
 from refimpl.kv.manager import COUNTER_SPILLED as SPILLED
+from refimpl.kv.manager import num_free_pages
 from refimpl.sched import plan as p
 from refimpl.sched.slo.compiled.decode import _preempt_outside
 from refimpl.sched.slo.compiled.prefill import _choose_prefill, _partial_victim, _step_s
@@ -79,7 +79,7 @@ def plan_slo(s, coefficients, ints, floats, kv, entries, sizes, kernels, now):
     st, fp, ip, work = s.st, s.fp, s.ip, s.work
     est_s, buckets, kv_need = work.floats[EST_S], work.ints[BUCKETS], work.ints[KV_NEED]
     st[EPOCH] += 1
-    st[PJ_FREE], st[PJ_CPU], st[PJ_TOUCHED] = kv.counters[FREE], kv.counters[SPILLED], 0
+    st[PJ_FREE], st[PJ_CPU], st[PJ_TOUCHED] = num_free_pages(kv), kv.counters[SPILLED], 0
     base_s = fp[BASE_S]
     min_chunk = ip[MIN_CHUNK]
     num_pages = kv.num_pages
