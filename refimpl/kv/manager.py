@@ -20,6 +20,7 @@ from refimpl._numba import inline_kernel, kernel
 from refimpl.kv import _pool_kernels as K
 from refimpl.kv import _tier_kernels as T
 from refimpl.kv import prefix as P
+from refimpl.kv import prefix_index as PI
 from refimpl.kv.pool import PagePool, RequestState
 from refimpl.kv.prefix import PrefixState, no_prefix_state
 
@@ -77,7 +78,7 @@ def pages_for(num_tokens, tokens_per_page):
 @inline_kernel
 def num_free_pages(kv):
     """Pages not held by any request: free, or idle in the prefix cache (evicted on demand)."""
-    return kv.counters[K.FREE] + P.stat(kv.prefix, P.IDLE_PAGES)
+    return kv.counters[K.FREE] + PI.stat(kv.prefix, P.IDLE_PAGES)
 
 
 @inline_kernel
@@ -212,7 +213,7 @@ def restore(kv, i):
     slot = kv.slot_of[i]
     if slot < 0:
         return K.BAD_SLOT
-    if kv.states[slot] == K.SPILLED_SLOT and P.stat(kv.prefix, P.IDLE_PAGES) > 0:
+    if kv.states[slot] == K.SPILLED_SLOT and PI.stat(kv.prefix, P.IDLE_PAGES) > 0:
         P.evict(kv.prefix, kv.free_stack, kv.counters, K.FREE, kv.num_pages_of[slot])
     return T.restore(kv.refcount, kv.free_stack, kv.counters, kv.tables, kv.num_pages_of,
                      kv.lengths, kv.tokens_per_page, kv.states, slot)

@@ -22,6 +22,7 @@ import numpy as np
 
 from refimpl._numba import inline_kernel, kernel
 from refimpl.errors import ConfigError
+from refimpl.kv.prefix_index import block_page, delete, find, insert, lru_push, lru_remove
 
 __all__ = ["BLOCK_TOKENS", "STAT_FIELDS", "PrefixState", "chain_keys", "new_prefix_state",
            "no_prefix_state"]
@@ -132,110 +133,6 @@ def _state(enabled, block_tokens, ppb, keys, starts, max_blocks, num_pages):
                        *(int(o) for o in offsets[:-1]), buf)
 
 
-@inline_kernel
-def stat(p, k):
-    """Entry `k` of the cache's counters (STAT_FIELDS)."""
-    return p.buf[p.stats_at + k]
-
-
-@inline_kernel
-def add_stat(p, k, value):
-    """Add `value` to entry `k` of the cache's counters."""
-    p.buf[p.stats_at + k] += value
-
-
-@inline_kernel
-def _page(p, block, j):
-    """Page `j` of cached `block`."""
-    return p.buf[p.block_pages_at + block * p.pages_per_block + j]
-
-
-@inline_kernel
-def num_blocks(p, i):
-    """How many block keys request `i` has."""
-    return p.buf[p.key_start_at + i + 1] - p.buf[p.key_start_at + i]
-
-
-@inline_kernel
-def next_epoch(p):
-    """Every block held back becomes attachable again (the marks' epoch moves on)."""
-    p.buf[p.marks_at + p.max_blocks] += 1
-
-
-# ---- the key -> block table ------------------------------------------------------------------
-@inline_kernel
-def _home(p, key):
-    """The table slot a key probes first."""
-    return (key ^ (key >> 29)) & ((p.capacity) - 1)
-
-
-@inline_kernel
-def find(p, key):
-    """The cached block of `key`, -1 if none."""
-    buf = p.buf
-    mask = (p.capacity) - 1
-    h = _home(p, key)
-    while buf[p.table_blocks_at + h] >= 0:
-        if buf[p.table_keys_at + h] == key:
-            return buf[p.table_blocks_at + h]
-        h = (h + 1) & mask
-    return -1
-
-
-@inline_kernel
-def _insert(p, key, block):
-    """Add `key` -> `block` (the key is not in the table; the table is never full)."""
-    buf = p.buf
-    mask = (p.capacity) - 1
-    h = _home(p, key)
-    while buf[p.table_blocks_at + h] >= 0:
-        h = (h + 1) & mask
-    buf[p.table_keys_at + h], buf[p.table_blocks_at + h] = key, block
-
-
-@kernel
-def _delete(p, key):
-    """Take `key` out of the table, shifting later entries of its probe run back."""
-    buf = p.buf
-    mask = (p.capacity) - 1
-    hole = _home(p, key)
-    while buf[p.table_keys_at + hole] != key or buf[p.table_blocks_at + hole] < 0:
-        hole = (hole + 1) & mask
-    buf[p.table_blocks_at + hole] = -1
-    j = hole
-    while True:
-        j = (j + 1) & mask
-        if buf[p.table_blocks_at + j] < 0:
-            return
-        home = _home(p, buf[p.table_keys_at + j])
-        # the entry at j may fill the hole unless its home lies cyclically in (hole, j]
-        stays = (hole < home <= j) if hole <= j else (home > hole or home <= j)
-        if not stays:
-            buf[p.table_keys_at + hole] = buf[p.table_keys_at + j]
-            buf[p.table_blocks_at + hole] = buf[p.table_blocks_at + j]
-            buf[p.table_blocks_at + j] = -1
-            hole = j
-
-
-# ---- the LRU list of idle blocks -------------------------------------------------------------
-@inline_kernel
-def _lru_push(p, block):
-    """`block` becomes the newest idle block."""
-    buf = p.buf
-    sentinel = p.max_blocks
-    last = buf[p.lru_prev_at + sentinel]
-    buf[p.lru_next_at + last], buf[p.lru_prev_at + block] = block, last
-    buf[p.lru_next_at + block], buf[p.lru_prev_at + sentinel] = sentinel, block
-
-
-@inline_kernel
-def _lru_remove(p, block):
-    """Take `block` off the idle list."""
-    buf = p.buf
-    prev, nxt = buf[p.lru_prev_at + block], buf[p.lru_next_at + block]
-    buf[p.lru_next_at + prev], buf[p.lru_prev_at + nxt] = nxt, prev
-
-
 # ---- the cache's moves -----------------------------------------------------------------------
 @kernel
 def match(p, refcount, i, max_blocks, pin_idle):
@@ -247,7 +144,7 @@ def match(p, refcount, i, max_blocks, pin_idle):
     for k in range(count):
         block = find(p, buf[p.keys_at + lo + k])
         if (block < 0 or buf[p.marks_at + block] == epoch
-                or (pin_idle == 0 and refcount[_page(p, block, 0)] == 0)):
+                or (pin_idle == 0 and refcount[block_page(p, block, 0)] == 0)):
             return k
     return max(count, 0)
 
@@ -270,7 +167,7 @@ def idle_pages_of(p, refcount, i, count):
     buf = p.buf
     idle, lo = 0, buf[p.key_start_at + i]
     for k in range(count):
-        if refcount[_page(p, find(p, buf[p.keys_at + lo + k]), 0)] == 0:
+        if refcount[block_page(p, find(p, buf[p.keys_at + lo + k]), 0)] == 0:
             idle += p.pages_per_block
     return idle
 
@@ -284,7 +181,7 @@ def take_blocks(p, refcount, counters, tables, shared, i, slot, count):
     for k in range(count):
         block = find(p, buf[p.keys_at + lo + k])
         if refcount[buf[p.block_pages_at + block * p.pages_per_block + 0]] == 0:
-            _lru_remove(p, block)
+            lru_remove(p, block)
             buf[p.stats_at + IDLE_PAGES] -= ppb
         for j in range(ppb):
             page = buf[p.block_pages_at + block * p.pages_per_block + j]
@@ -313,7 +210,7 @@ def publish(p, tables, slot, i, first, last):
             page = tables[slot, k * ppb + j]
             buf[p.block_pages_at + block * p.pages_per_block + j] = page
             buf[p.page_block_at + page] = block
-        _insert(p, key, block)
+        insert(p, key, block)
         buf[p.stats_at + CACHED_PAGES] += ppb
         buf[p.stats_at + PEAK_CACHED_PAGES] = max(buf[p.stats_at + PEAK_CACHED_PAGES],
                                                   buf[p.stats_at + CACHED_PAGES])
@@ -333,8 +230,8 @@ def park(p, free_stack, counters, free, start):
         if block < 0:
             free_stack[kept] = page
             kept += 1
-        elif _page(p, block, 0) == page:  # once per block: all its pages are here
-            _lru_push(p, block)
+        elif block_page(p, block, 0) == page:  # once per block: all its pages are here
+            lru_push(p, block)
             buf[p.stats_at + IDLE_PAGES] += p.pages_per_block
     counters[free] = kept
 
@@ -354,8 +251,8 @@ def evict(p, free_stack, counters, free, need):
 def _drop(p, block, free_stack, counters, free):
     """Idle `block` out of the cache, its pages onto the free stack (its first page on top)."""
     buf = p.buf
-    _lru_remove(p, block)
-    _delete(p, buf[p.block_key_at + block])
+    lru_remove(p, block)
+    delete(p, buf[p.block_key_at + block])
     for j in range(p.pages_per_block - 1, -1, -1):
         page = buf[p.block_pages_at + block * p.pages_per_block + j]
         buf[p.page_block_at + page] = -1
@@ -377,7 +274,7 @@ def unpublish(p, tables, num_pages, slot):
     for j in range(num_pages):
         block = buf[p.page_block_at + tables[slot, j]]
         if block >= 0 and buf[p.block_pages_at + block * p.pages_per_block + 0] == tables[slot, j]:
-            _delete(p, buf[p.block_key_at + block])
+            delete(p, buf[p.block_key_at + block])
             for m in range(ppb):
                 buf[p.page_block_at + buf[p.block_pages_at + block * p.pages_per_block + m]] = -1
             height = p.max_blocks

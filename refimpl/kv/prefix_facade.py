@@ -12,6 +12,7 @@ from __future__ import annotations
 from refimpl._numba import inline_kernel, kernel
 from refimpl.kv import _pool_kernels as K
 from refimpl.kv import prefix as P
+from refimpl.kv import prefix_index as PI
 from refimpl.kv.manager import pages_needed, take_slot
 
 __all__ = ["attach_prefix", "end_hold_back", "flush_prefix", "hold_back_prefix",
@@ -51,10 +52,10 @@ def attach_prefix(kv, i, prompt_tokens, max_start, pin_idle):
     p = kv.prefix
     if p.enabled == 0 or kv.slot_of[i] >= 0:
         return 0
-    eligible = min((prompt_tokens - 1) // p.block_tokens, P.num_blocks(p, i))
-    P.add_stat(p, P.LOOKUPS, 1)
-    P.add_stat(p, P.LOOKUP_BLOCKS, eligible)
-    P.add_stat(p, P.LOOKUP_TOKENS, prompt_tokens)
+    eligible = min((prompt_tokens - 1) // p.block_tokens, PI.num_blocks(p, i))
+    PI.add_stat(p, P.LOOKUPS, 1)
+    PI.add_stat(p, P.LOOKUP_BLOCKS, eligible)
+    PI.add_stat(p, P.LOOKUP_TOKENS, prompt_tokens)
     count = P.match(p, kv.refcount, i, min(eligible, max_start // p.block_tokens), pin_idle)
     if count == 0:
         return 0
@@ -62,8 +63,8 @@ def attach_prefix(kv, i, prompt_tokens, max_start, pin_idle):
     P.take_blocks(p, kv.refcount, kv.counters, kv.tables, K.SHARED, i, slot, count)
     kv.num_pages_of[slot] = count * p.pages_per_block
     kv.lengths[slot] = count * p.block_tokens
-    P.add_stat(p, P.HIT_BLOCKS, count)
-    P.add_stat(p, P.HIT_TOKENS, count * p.block_tokens)
+    PI.add_stat(p, P.HIT_BLOCKS, count)
+    PI.add_stat(p, P.HIT_TOKENS, count * p.block_tokens)
     return count * p.block_tokens
 
 
@@ -78,7 +79,7 @@ def hold_back_prefix(kv, i):
 @inline_kernel
 def end_hold_back(kv):
     """Every block held back becomes attachable again (the marks' epoch moves on)."""
-    P.next_epoch(kv.prefix)
+    PI.next_epoch(kv.prefix)
 
 
 @kernel
