@@ -98,8 +98,9 @@ def budgeted_step(token_budget, max_num_seqs, epoch, num_order, ints, kv, q, ent
         k += 1
         if marks[i] == -epoch:  # ended by this decision (edf's TTFT guard)
             continue
-        # a prefix-cache hit: less to compute, and its cached pages (refimpl.kv.prefix)
-        start, pinned = kvp.prefix_start(kv, i, ints[COMPUTED, i], ints[PROMPT, i])
+        start, pinned = ints[COMPUTED, i], 0
+        if kv.prefix.enabled:  # a prefix-cache hit: less to compute, and its cached pages
+            start, pinned = kvp.prefix_start(kv, i, ints[COMPUTED, i], ints[PROMPT, i])
         tokens = min(ints[PROMPT, i] + ints[GENERATED, i] - start, budget)
         need = kvp.pages_to_start(kv, i, ints[COMPUTED, i], start, pinned, tokens)
         if need > free - (reserve if num_running > 0 else 0):

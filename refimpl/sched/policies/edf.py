@@ -61,7 +61,9 @@ def ttft_guard(token_budget, c, ints, floats, kv, q, entries, sizes, epoch, now)
         i = waiting_at(q, k)
         if ints[GENERATED, i] > 0:
             continue
-        start, _ = kvp.prefix_start(kv, i, ints[COMPUTED, i], ints[PROMPT, i])  # (cached)
+        start = ints[COMPUTED, i]
+        if kv.prefix.enabled:  # its cached prefix (an inlined call on the KV state costs)
+            start, _ = kvp.prefix_start(kv, i, ints[COMPUTED, i], ints[PROMPT, i])
         floor_s = prefill_floor_s(c, ints[PROMPT, i] - start, start, token_budget)
         # TTFT as the metrics take it (first token - arrival), compared as they compare it
         if now + floor_s - floats[ARRIVAL, i] > floats[TTFT_SLO, i]:

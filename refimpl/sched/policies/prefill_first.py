@@ -32,7 +32,9 @@ def plan_prefill_first(token_budget, max_num_seqs, ints, kv, q, entries, sizes):
     while (num_started < q.sizes[WAIT_LEN]
            and q.sizes[NUM_RUNNING] + num_started < max_num_seqs):
         i = waiting_at(q, num_started)
-        start, pinned = kvp.prefix_start(kv, i, ints[COMPUTED, i], ints[PROMPT, i])
+        start, pinned = ints[COMPUTED, i], 0
+        if kv.prefix.enabled:  # (an inlined call handed the KV state costs: test first)
+            start, pinned = kvp.prefix_start(kv, i, ints[COMPUTED, i], ints[PROMPT, i])
         tokens = ints[PROMPT, i] + ints[GENERATED, i] - start  # after a prefix-cache hit
         need = kvp.pages_to_start(kv, i, ints[COMPUTED, i], start, pinned, tokens)
         held_back = reserve if q.sizes[NUM_RUNNING] + num_started > 0 else 0

@@ -88,7 +88,8 @@ def _choose_prefill(s, coefficients, ints, floats, kv, entries, sizes, budget_s,
         if held_back and not _holds_slot(s, kv, i):
             continue
         computed, held = _num_computed(s, ints, i), _pages_held(s, kv, i)
-        if computed == 0 and not _holds_slot(s, kv, i) and _flags(s, i) == 0:
+        if kv.prefix.enabled and computed == 0 and not _holds_slot(s, kv, i) and _flags(
+                s, i) == 0:
             # a prefix-cache hit: its cached pages count as held, less the idle ones it pins
             computed, pinned = kvp.prefix_start(kv, i, 0, ints[PROMPT, i])
             held = computed // page_size - pinned
