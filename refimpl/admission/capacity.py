@@ -60,6 +60,7 @@ __all__ = [
     "granularity_s",
     "kv_projection",
     "prompt_seconds",
+    "remaining_s",
     "return_rate",
     "step_error",
     "tick_s",
@@ -145,9 +146,11 @@ def _before(ints, floats, j, i):
 
 
 @inline_kernel
-def _remaining_s(f, ints, j):
-    """Model seconds of prompt `j`'s work left."""
-    return prompt_seconds(f, max(ints[PROMPT, j] - ints[COMPUTED, j], 0), ints[COMPUTED, j])
+def remaining_s(s, ints, j):
+    """Model seconds of prompt `j`'s work left: after its computed tokens, or, before it
+    starts, after the cached prefix the gate saw when it decided on it (`s.cached`)."""
+    done = max(ints[COMPUTED, j], s.cached[j])
+    return prompt_seconds(s.fparams, max(ints[PROMPT, j] - done, 0), done)
 
 
 @kernel
@@ -228,7 +231,7 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
     if share_with >= 1.0:
         return -np.inf, 0, share_with, np.inf, 0
     rate_with = eta * (1.0 - share_with) / kappa  # model prompt seconds per second
-    own = _remaining_s(f, ints, i)
+    own = remaining_s(s, ints, i)
     tighter_rate, tighter_work = tighter_arrivals(s, floats, i, now)
     ahead = 0.0
     num_later = 0
@@ -238,7 +241,7 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
         if j == i or ints[STATUS, j] >= FINISHED:
             continue
         if not deadline_order or _before(ints, floats, j, i):
-            ahead += _remaining_s(f, ints, j)
+            ahead += remaining_s(s, ints, j)
         else:
             s.scratch_i[num_later] = j
             s.scratch_f[num_later] = floats[ARRIVAL, j] + floats[TTFT_SLO, j]
@@ -274,12 +277,11 @@ def _delays_on_time(s, ints, floats, num_later, done_before, own, start, rate_wi
     late with it, from `start`: walked in deadline order, each after those before it."""
     if rate_without <= 0:  # nothing is on time without it either
         return 0
-    f = s.fparams
     order = np.argsort(s.scratch_f[:num_later], kind="mergesort")  # stable: reproducible
     work = done_before
     for k in range(num_later):
         j = s.scratch_i[order[k]]
-        work += _remaining_s(f, ints, j)
+        work += remaining_s(s, ints, j)
         deadline = floats[ARRIVAL, j] + floats[TTFT_SLO, j]
         on_time = start + (work - own) / rate_without <= deadline
         if on_time and start + work / rate_with > deadline:

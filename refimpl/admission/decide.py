@@ -16,6 +16,9 @@ the load grows, and not at all on an idle machine):
    queued until the decode load falls, else rejected.
 4. `delays_admitted`: it would push a prompt due after it, on time now, past its deadline:
    queued (the other may soon be done), else rejected.
+A request's prompt work is what its computed tokens leave, or, before it starts, what the
+prefix cache's hit for it leaves (looked up when the gate decides; a prefix other requests
+are still computing is not cached yet, so it is counted as work).
 "Else rejected": when nothing admitted is left to free capacity. A queued request leaves
 the queue accepted or degraded once a decision says so (decided again, first come first
 served, whenever capacity came back), or rejected `queue_timeout` once its own first token
@@ -39,9 +42,11 @@ from refimpl.admission.capacity import (
     delivery,
     granularity_s,
     prompt_seconds,
+    remaining_s,
     step_error,
 )
 from refimpl.kv import manager as kvm
+from refimpl.kv import prefix_facade as kvp
 from refimpl.sched import plan as p
 from refimpl.sched.table import (
     ARRIVAL,
@@ -71,8 +76,11 @@ WINDOW_TOTALS = (S.MEASURED_S, S.MODELLED_S, S.DELIVERED_S, S.AVAILABLE_S, S.RET
 
 @kernel
 def decide(s, ints, floats, kv, i, now):
-    """(action, reason, output cap) for request `i` at `now`; changes nothing (module doc)."""
+    """(action, reason, output cap) for request `i` at `now`; changes nothing but the gate's
+    note of its cached prefix (module doc)."""
     f, c = s.fparams, s.iparams
+    if kv.prefix.enabled:  # (its prompt work is what a prefix cache hit leaves)
+        s.cached[i] = kvp.prefix_start(kv, i, ints[COMPUTED, i], ints[PROMPT, i])[0]
     is_low = ints[PRIORITY, i] >= c[S.LOW_PRIORITY]
     output = ints[MAX_NEW, i]
     total = ints[PROMPT, i] + output
@@ -147,7 +155,7 @@ def _too_late(s, ints, floats, i, now):
     if share >= 1.0:
         return True
     rate = delivery(s) * (1.0 - share) / step_error(s)
-    own = prompt_seconds(s.fparams, ints[PROMPT, i], 0)
+    own = remaining_s(s, ints, i)
     return now + granularity_s(s) + own / rate > floats[ARRIVAL, i] + floats[TTFT_SLO, i]
 
 
@@ -172,7 +180,7 @@ def commit(s, ints, floats, kv, i, now, action, reason, cap, gate_out, column):
     s.counts[S.NUM_PENDING] += 1
     c = _ttft_class(s.ttft_targets, floats[TTFT_SLO, i])
     decay = np.exp(-(now - s.class_time_s[c]) / f[S.RATE_HORIZON_S])
-    s.class_work_s[c] = s.class_work_s[c] * decay + prompt_seconds(f, ints[PROMPT, i], 0)
+    s.class_work_s[c] = s.class_work_s[c] * decay + remaining_s(s, ints, i)
     s.class_time_s[c] = now
 
 

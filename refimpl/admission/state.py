@@ -60,6 +60,7 @@ class GateState(NamedTuple):
     decisions: np.ndarray  # int64 (4, MAX_REASONS): decisions by action and reason
     scratch_f: np.ndarray  # float64 per request: sort keys
     scratch_i: np.ndarray  # int64 per request: sorted rows
+    cached: np.ndarray  # int64 per request: prompt tokens cached when last decided on
 
 
 def linearise_prefill(step_model, probe_tokens: int = 2048) -> tuple[float, float]:
@@ -84,7 +85,7 @@ def new_gate_state(fparams: np.ndarray, iparams: np.ndarray, num_requests: int) 
         np.zeros(n, np.int64), np.zeros(MAX_CLASSES), np.zeros(MAX_CLASSES, np.int64),
         np.full(MAX_CLASSES, np.nan), np.zeros(MAX_CLASSES), np.zeros(MAX_CLASSES),
         np.zeros((RING, 5)), np.zeros((4, MAX_REASONS), np.int64), np.zeros(n),
-        np.zeros(n, np.int64))
+        np.zeros(n, np.int64), np.zeros(n, np.int64))
 
 
 def no_gate_state() -> GateState:

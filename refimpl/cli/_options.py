@@ -77,6 +77,13 @@ def check_export_paths(args: argparse.Namespace) -> None:
         check_output_path("trace", args.trace)
 
 
+def add_prefix_cache_option(parser: argparse.ArgumentParser, default_where: str) -> None:
+    """`--prefix-cache / --no-prefix-cache` (default: on where `default_where`)."""
+    parser.add_argument("--prefix-cache", action=argparse.BooleanOptionalAction, default=None,
+                        help="share the KV pages of cached prompt prefixes (default: on where "
+                        f"{default_where}; --no-prefix-cache to compare)")
+
+
 def add_policy_option(parser: argparse.ArgumentParser, default: str) -> None:
     """--policy NAME (or `all`)."""
     parser.add_argument("--policy", default=default, choices=[*POLICIES, "all"],

@@ -8,6 +8,7 @@ import sys
 from refimpl.cli._options import (
     add_export_options,
     add_policy_option,
+    add_prefix_cache_option,
     add_workload_options,
     check_export_paths,
     slo_set_of,
@@ -38,6 +39,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "1/8, Azure conversation prompts of about 125 tokens)")
     parser.add_argument("--temperature", type=float, default=0.0,
                         help="sampling temperature, seeded per request (default: 0, greedy)")
+    add_prefix_cache_option(parser, "the trace has block hashes (the prompts are made from "
+                            "them, and the cache is keyed on their tokens)")
     parser.add_argument("--compare-sim", action="store_true",
                         help="replay the same requests on the simulated clock with the profiled "
                         "cost model and print both, with the simulator's error")
@@ -66,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
             workload, name, model=args.model, seed=args.seed,
             length_scale=CPU_LENGTH_SCALE if args.length_scale is None else args.length_scale,
             admission=args.admission, temperature=args.temperature,
-            compare_sim=args.compare_sim, progress=ProgressBar(f"{name:<14}") if show else None,
+            compare_sim=args.compare_sim, prefix_cache=args.prefix_cache,
+            progress=ProgressBar(f"{name:<14}") if show else None,
             profile_progress=ProgressBar("step profile  ") if show else None)
     report(args, results)
     if args.compare_sim:

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from refimpl.cli._options import add_export_options, add_policy_option, add_workload_options
+from refimpl.cli._options import (
+    add_export_options,
+    add_policy_option,
+    add_prefix_cache_option,
+    add_workload_options,
+)
 from refimpl.cli._serve import report, simulate_policies
 from refimpl.sched import POLICIES
 
@@ -21,10 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--admission", action=argparse.BooleanOptionalAction, default=None,
                         help="admission control: accept, queue, degrade or reject each arrival "
                         "by predicted TTFT/TPOT p95 and KV peak (default: on for slo only)")
-    parser.add_argument("--prefix-cache", action=argparse.BooleanOptionalAction, default=None,
-                        help="share the KV pages of cached prompt prefixes (default: on where "
-                        "the trace has block hashes, as Mooncake's; --no-prefix-cache to "
-                        "compare)")
+    add_prefix_cache_option(parser, "the trace has block hashes, as Mooncake's")
     parser.set_defaults(run=run)
 
 

@@ -83,9 +83,12 @@ class CalibratedStepModel(PartsStepModel):
             lm_head_s_per_seq=float(rows[4][4]),
             weights_s=float((layers * sum(weights[:4]) + weights[4]) * b * byte_s),
             attn_s_per_pair=4.0 * q_width * layers / (peak * eff.attention_efficiency),
+            attn_s_per_context_token=4.0 * q_width * layers / (peak * eff.attention_efficiency),
             new_token_s=(2 * q_width * b * layers + kv_bytes) * byte_s,
             kv_s_per_context_token=kv_bytes * byte_s,
-            attn_fixed_s=2.0 * layers * g.launch_s,
+            prefill_fixed_s=2.0 * layers * g.launch_s,
+            decode_fixed_s=2.0 * layers * g.launch_s,
+            multi_row_s=0.0,
             ops=ops,
         )
 

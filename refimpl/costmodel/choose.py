@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from refimpl.config.hardware import HardwareSpec
 from refimpl.config.model import ModelConfig
 from refimpl.costmodel.calibrated import CalibratedStepModel
+from refimpl.costmodel.linear_step import LinearStepModel
 from refimpl.costmodel.step import RooflineStepModel, StepCoefficients, StepTimeModel
 from refimpl.errors import ConfigError
 
@@ -54,6 +55,6 @@ def step_time_model(model: ModelConfig, hardware: HardwareSpec,
 def compiled_coefficients(step_model: object) -> StepCoefficients | None:
     """The coefficients the loop runs compiled, if `step_model` is exactly one of the models
     `step_s` computes (a subclass may change the formula: it goes through the bridge)."""
-    if type(step_model) in (RooflineStepModel, CalibratedStepModel):
+    if type(step_model) in (RooflineStepModel, CalibratedStepModel, LinearStepModel):
         return step_model.coefficients
     return None

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from refimpl.costmodel.fit import nnls_relative
-from refimpl.costmodel.step import PartsStepModel
+from refimpl.costmodel.step import NO_OPS, PartsStepModel, StepCoefficients, step_s
 from refimpl.errors import ConfigError
 
 __all__ = ["FEATURES", "LinearStepModel", "step_features"]
@@ -48,8 +48,15 @@ class LinearStepModel(PartsStepModel):
                 or (values < 0).any():
             raise ConfigError("coefficients", list(values.ravel()),
                               f"must be {len(FEATURES)} finite values >= 0 ({FEATURES})")
-        self.coefficients = tuple(float(c) for c in values)
+        self.values = tuple(float(c) for c in values)  # by FEATURES
         self.source = source  # what it was fitted to
+        c0, c1, c2, c3, c4, c5, c6 = self.values
+        # the same sum in `step_s`'s terms, so the serving loop runs it compiled
+        self.coefficients = StepCoefficients(
+            overhead_s=c0, linear_s_per_token=c4, lm_head_s_per_seq=c3, weights_s=0.0,
+            attn_s_per_pair=c5, attn_s_per_context_token=c6, new_token_s=0.0,
+            kv_s_per_context_token=0.0, prefill_fixed_s=c2, decode_fixed_s=0.0,
+            multi_row_s=c1, ops=NO_OPS)
 
     @classmethod
     def fit(cls, counts: np.ndarray, seconds: np.ndarray, *, source: str = ""
@@ -68,15 +75,10 @@ class LinearStepModel(PartsStepModel):
 
     def step_time_parts(self, prefill_tokens: int, prefill_pairs: int, decode_seqs: int,
                         decode_context_tokens: int) -> float:
-        """`step_time` from the four counts (the loop's hot path)."""
-        rows = prefill_tokens + decode_seqs
-        if rows <= 0:
-            return 0.0
-        c = self.coefficients
-        return (c[0] + (c[1] if rows > 1 else 0.0) + (c[2] if prefill_tokens > 0 else 0.0)
-                + c[3] * decode_seqs + c[4] * rows + c[5] * prefill_pairs
-                + c[6] * decode_context_tokens)
+        """`step_time` from the four counts (the engine calls it compiled, as `step_s`)."""
+        return step_s(self.coefficients, prefill_tokens, prefill_pairs, decode_seqs,
+                      decode_context_tokens)
 
     def as_dict(self) -> dict[str, float]:
         """The coefficients by feature name."""
-        return dict(zip(FEATURES, self.coefficients, strict=True))
+        return dict(zip(FEATURES, self.values, strict=True))

@@ -122,16 +122,19 @@ class StepCoefficients(NamedTuple):
     linear_s_per_token: float  # linear-layer compute of one token, all layers
     lm_head_s_per_seq: float  # LM-head compute of one decoding sequence
     weights_s: float  # reading every weight once
-    attn_s_per_pair: float  # attention compute of one query-key pair (or context token)
+    attn_s_per_pair: float  # prefill attention compute of one causal query-key pair
+    attn_s_per_context_token: float  # decode attention compute of one context token
     new_token_s: float  # moving a new token's Q, O, K and V
     kv_s_per_context_token: float  # reading one cached token's K and V
-    attn_fixed_s: float  # fixed cost of each attention phase present (launches, all layers)
+    prefill_fixed_s: float  # fixed cost of a step with prompt chunks (launches, all layers)
+    decode_fixed_s: float  # fixed cost of a step with decodes
+    multi_row_s: float  # fixed cost of a step of more than one row (a CPU's BLAS packing)
     ops: np.ndarray  # float64 (operators, OP_FIELDS): empty for the ideal roofline
 
 
 def no_coefficients() -> StepCoefficients:
     """All-zero coefficients: what the loop is handed when the step model is not compiled."""
-    return StepCoefficients(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, NO_OPS)
+    return StepCoefficients(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, NO_OPS)
 
 
 def step_s(c: StepCoefficients, prefill_tokens: int, prefill_pairs: int, decode_seqs: int,
@@ -162,14 +165,14 @@ def step_s(c: StepCoefficients, prefill_tokens: int, prefill_pairs: int, decode_
                 t_flop = ((rows + tile - 1) // tile) * tile * ops[k, FLOP] + ops[k, FLOOR]
                 linear_s += ops[k, COUNT] * (ops[k, LAUNCH]
                                              + (t_mem ** p + t_flop ** p) ** (1.0 / p))
-    attention_s = 0.0
+    attention_s = c.multi_row_s if tokens > 1 else 0.0
     if prefill_tokens > 0:
-        attention_s += c.attn_fixed_s + max(prefill_pairs * c.attn_s_per_pair,
-                                            prefill_tokens * c.new_token_s)
+        attention_s += c.prefill_fixed_s + max(prefill_pairs * c.attn_s_per_pair,
+                                               prefill_tokens * c.new_token_s)
     if decode_seqs > 0:
-        attention_s += c.attn_fixed_s + max(decode_context_tokens * c.attn_s_per_pair,
-                                            decode_context_tokens * c.kv_s_per_context_token
-                                            + decode_seqs * c.new_token_s)
+        attention_s += c.decode_fixed_s + max(
+            decode_context_tokens * c.attn_s_per_context_token,
+            decode_context_tokens * c.kv_s_per_context_token + decode_seqs * c.new_token_s)
     return c.overhead_s + linear_s + attention_s
 
 
@@ -218,9 +221,12 @@ class RooflineStepModel(PartsStepModel):
             lm_head_s_per_seq=self._lm_head_flops_per_seq * flop_s,
             weights_s=self._weight_bytes * byte_s,
             attn_s_per_pair=self._attn_flops_per_pair * flop_s,
+            attn_s_per_context_token=self._attn_flops_per_pair * flop_s,  # (the same FLOPs)
             new_token_s=self._new_token_bytes * byte_s,
             kv_s_per_context_token=self._kv_bytes_per_context_token * byte_s,
-            attn_fixed_s=0.0,
+            prefill_fixed_s=0.0,
+            decode_fixed_s=0.0,
+            multi_row_s=0.0,
             ops=NO_OPS,
         )
 

@@ -1,12 +1,11 @@
 """The commit: the only code that changes requests and the KV cache, by carrying out a plan.
 
 Two halves around the executor. `prepare` makes the KV cache what the plan says before the
-step runs (the kernels of a real step write into those pages): spilled requests come back,
-pages are quantized, requests spill to the CPU tier, early finishes end a request with its
-output kept (one with no output yet ends rejected, with the plan's reason: edf's TTFT guard
-refuses waiting requests so), preemptions drop a request's KV (it recomputes its prompt and
-output later, vLLM's recompute preemption), then every scheduled request's KV grows by its
-tokens.
+step runs (the kernels of a real step write into those pages): early finishes end a request
+with its output kept (one with no output yet ends rejected, with the plan's reason: edf's TTFT
+guard refuses waiting requests so), preemptions drop a request's KV (it recomputes its prompt
+and output later, vLLM's recompute preemption), pages are quantized, requests spill to the CPU
+tier, spilled requests come back, then every scheduled request's KV grows by its tokens.
 `commit_tokens` counts the computed tokens once the step has run and emits an output token
 for each request whose computed tokens caught up with its known ones (vLLM v1's rule: no
 prefill flag, decode is the case of one token left), finishing those that reached their
@@ -65,8 +64,8 @@ from refimpl.sched.table import (
     WAITING,
 )
 
-__all__ = ["PAGES_SHORT", "TIER_REFUSED", "commit_tokens", "end_request", "prepare",
-           "use_prefix"]
+__all__ = ["PAGES_SHORT", "TIER_REFUSED", "commit_tokens", "drop_superseded", "end_request",
+           "prepare", "use_prefix"]
 
 PAGES_SHORT, TIER_REFUSED = 5, 6  # `prepare`'s errors (refimpl.engine.contract.PLAN_ERRORS)
 
@@ -110,6 +109,32 @@ def _preempt(ints, kv, i):
 
 
 @kernel
+def _drops(entries, sizes, i):
+    """Whether the plan preempts or ends request `i`."""
+    for rows, count in ((PREEMPT, sizes[NUM_PREEMPT]), (FINISH_ROW, sizes[NUM_FINISH])):
+        for k in range(count):
+            if entries[rows, k] == i:
+                return True
+    return False
+
+
+@kernel
+def drop_superseded(entries, sizes):
+    """Take out of the plan the tier moves of requests it also preempts or ends: dropping a
+    request's KV supersedes moving it (`slo` may quantize a request, then preempt it when
+    an urgent decode still lacks pages), and the executor then moves no bytes for it."""
+    for rows, count in ((QUANTIZE, NUM_QUANTIZE), (SPILL, NUM_SPILL), (RESTORE, NUM_RESTORE)):
+        kept = 0
+        for k in range(sizes[count]):
+            if not _drops(entries, sizes, entries[rows, k]):
+                entries[rows, kept] = entries[rows, k]
+                if rows == QUANTIZE:
+                    entries[QUANTIZE_FACTOR, kept] = entries[QUANTIZE_FACTOR, k]
+                kept += 1
+        sizes[count] = kept
+
+
+@kernel
 def prepare(ints, floats, kv, entries, sizes, now, finished, started, ones, check_pages,
             plans_hits):
     """Carry out the plan's KV actions, then grow each scheduled request's KV (a decode by
@@ -117,24 +142,19 @@ def prepare(ints, floats, kv, entries, sizes, now, finished, started, ones, chec
     `finished`; requests started, to `started`; pages moved to or from the CPU tier; an
     error code and its request: TIER_REFUSED where the pool refused a tier move,
     PAGES_SHORT where, with `check_pages` or a prefix cache, the growth needs more pages
-    than are free). Prefix hits come first (`use_prefix`), before a restore could evict them."""
+    than are free). Prefix hits come first (`use_prefix`), before a restore could evict them;
+    the tier moves of requests the plan drops go (`drop_superseded`); then what frees device
+    pages (ends, preemptions, quantizations, spills) before what takes them (restores), the
+    order a plan counts them in: `slo` restores only once its pool is below its mark, after a
+    preemption or a ladder move has freed pages. (The executor's data moves stay right: it
+    copies a spilled request out before it writes restored ones in.)"""
     num_finished = num_started = moved = 0
     if kv.prefix.enabled:
         use_prefix(ints, kv, entries, sizes, plans_hits)
         check_pages = True  # (a hit a plan did not count would overdraw the pool: refuse it)
-    for k in range(sizes[NUM_RESTORE]):
-        pages = kvm.restore(kv, entries[RESTORE, k])
-        if pages < 0:
-            return 0, 0, 0, TIER_REFUSED, entries[RESTORE, k]
-        moved += pages
-    for k in range(sizes[NUM_QUANTIZE]):
-        if kvm.quantize(kv, entries[QUANTIZE, k], entries[QUANTIZE_FACTOR, k]) < 0:
-            return 0, 0, 0, TIER_REFUSED, entries[QUANTIZE, k]
-    for k in range(sizes[NUM_SPILL]):
-        pages = kvm.spill(kv, entries[SPILL, k])
-        if pages < 0:
-            return 0, 0, 0, TIER_REFUSED, entries[SPILL, k]
-        moved += pages
+    if (sizes[NUM_PREEMPT] + sizes[NUM_FINISH] > 0
+            and sizes[NUM_QUANTIZE] + sizes[NUM_SPILL] + sizes[NUM_RESTORE] > 0):
+        drop_superseded(entries, sizes)
     for k in range(sizes[NUM_FINISH]):
         i = entries[FINISH_ROW, k]
         # before its first token nothing was served: ended so, a request is rejected
@@ -144,6 +164,19 @@ def prepare(ints, floats, kv, entries, sizes, now, finished, started, ones, chec
         num_finished += 1
     for k in range(sizes[NUM_PREEMPT]):
         _preempt(ints, kv, entries[PREEMPT, k])
+    for k in range(sizes[NUM_QUANTIZE]):
+        if kvm.quantize(kv, entries[QUANTIZE, k], entries[QUANTIZE_FACTOR, k]) < 0:
+            return num_finished, 0, moved, TIER_REFUSED, entries[QUANTIZE, k]
+    for k in range(sizes[NUM_SPILL]):
+        pages = kvm.spill(kv, entries[SPILL, k])
+        if pages < 0:
+            return num_finished, 0, moved, TIER_REFUSED, entries[SPILL, k]
+        moved += pages
+    for k in range(sizes[NUM_RESTORE]):
+        pages = kvm.restore(kv, entries[RESTORE, k])
+        if pages < 0:
+            return num_finished, 0, moved, TIER_REFUSED, entries[RESTORE, k]
+        moved += pages
     num_decode, num_prefill = sizes[NUM_DECODE], sizes[NUM_PREFILL]
     need = 0
     for k in range(num_decode + num_prefill):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -44,7 +44,7 @@ from refimpl.metrics.records import FINISHED, REJECTED, RequestRecords, StepReco
 from refimpl.sched.plan import new_plan_arrays
 from refimpl.sched.policy import BuiltinPolicy, Policy, PolicyContext
 from refimpl.sched.queues import NUM_RUNNING, WAIT_HEAD, WAIT_LEN, new_queues
-from refimpl.sched.request import Request, RequestStatus
+from refimpl.sched.request import Request, RequestStatus, block_hashes_of
 from refimpl.sched.table import (
     COMPUTED,
     NameCodes,
@@ -109,12 +109,15 @@ class Engine:
         self.gate = gate
         self.prefix_cache, self.prefix_block_tokens = prefix_cache, prefix_block_tokens
 
-    def run(self, requests: Sequence[Request], progress: Progress | None = None) -> EngineRun:
-        """Serve `requests` (in arrival order) to the end; returns the records."""
+    def run(self, requests: Sequence[Request], progress: Progress | None = None, *,
+            block_hashes: Mapping[int, tuple[int, ...]] | None = None) -> EngineRun:
+        """Serve `requests` (in arrival order) to the end; returns the records. The prefix
+        cache keys a request's blocks on `block_hashes[request_id]` where given (the real
+        engine's token hashes), else on its own `block_hashes`."""
         if self.pool.request_ids():
             raise ConfigError("pool", self.pool.request_ids()[:5], "must be empty before a run")
         pending = arrival_order(requests)
-        arrays, context = self._lay_out(pending)
+        arrays, context = self._lay_out(pending, block_hashes)
         gate = None if self.gate is None or self.gate.passes_everything else self.gate
         self.policy.bind(context)
         if gate is not None:
@@ -164,16 +167,20 @@ class Engine:
             admission_counts=dict(Counter(gate.counts)) if gate is not None else {},
             kv_actions=self.policy.kv_actions(), prefix_cache=prefix_counts))
 
-    def _lay_out(self, pending: Sequence[Request]) -> tuple[RunArrays, PolicyContext]:
+    def _lay_out(self, pending: Sequence[Request],
+                 block_hashes: Mapping[int, tuple[int, ...]] | None = None
+                 ) -> tuple[RunArrays, PolicyContext]:
         """The run's arrays for `pending` (the request table, the KV facade, the queues), and
         the context policies and gates read them through."""
         n = len(pending)
         ints, floats = new_requests(pending)
         prefix = None
-        if self.prefix_cache and any(r.block_hashes for r in pending):
-            prefix = new_prefix_state([_block_hashes(r) for r in pending],
-                                      self.pool.num_pages, self.pool.page_size,
-                                      self.prefix_block_tokens)
+        if self.prefix_cache:
+            hashes = [block_hashes_of(r) if block_hashes is None
+                      else tuple(block_hashes.get(r.request_id, ())) for r in pending]
+            if any(hashes):
+                prefix = new_prefix_state(hashes, self.pool.num_pages, self.pool.page_size,
+                                          self.prefix_block_tokens)
         kv = new_kv_state(self.pool, n, self._max_holders(n), prefix)
         q = new_queues(n, n)
         arrays = RunArrays(ints, floats, kv, q)
@@ -212,16 +219,6 @@ class Engine:
             raise AssertionError(  # a loop or policy bug, never the user's input
                 f"run ended with requests {unfinished[:5]} unfinished and "
                 f"{self.pool.num_used_pages} KV pages still held")
-
-
-def _block_hashes(request: Request) -> tuple[int, ...]:
-    """A request's prefix-block hashes, checked to be whole numbers."""
-    hashes = request.block_hashes
-    if not isinstance(hashes, (tuple, list)) or not all(
-            isinstance(h, (int, np.integer)) and not isinstance(h, bool) for h in hashes):
-        raise ConfigError("block_hashes", hashes, "must be a sequence of integers",
-                          where=f"request {request.request_id!r}")
-    return tuple(int(h) for h in hashes)
 
 
 def _gate_kind(gate: Gate | None) -> int:

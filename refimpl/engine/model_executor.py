@@ -35,6 +35,7 @@ from refimpl.costmodel.calibrate import Calibrator
 from refimpl.costmodel.step import StepTimeModel
 from refimpl.costmodel.table import CostTable
 from refimpl.engine.executor import MEASURED, NO_COEFFICIENTS
+from refimpl.engine.prompts import seeded_prompt
 from refimpl.errors import ConfigError, KVCacheError
 from refimpl.kv.manager import KVState
 from refimpl.kv.storage import QUANTIZE_FACTOR, KVStorage
@@ -43,14 +44,9 @@ from refimpl.sched import plan as p
 from refimpl.sched.plan import PlanArrays
 from refimpl.sched.table import COMPUTED, GENERATED, PROMPT, REQUEST_ID
 
-__all__ = ["ModelExecutor", "Slowdown", "StepLog", "seeded_prompt"]
+__all__ = ["ModelExecutor", "Slowdown", "StepLog"]
 
 TokenCallback = Callable[[int, int, int], None]  # (request id, token, its index in the output)
-
-
-def seeded_prompt(seed: int, request_id: int, length: int, vocab_size: int) -> np.ndarray:
-    """The prompt tokens of a request that came without any: uniform ids, seeded per request."""
-    return np.random.default_rng([seed, request_id]).integers(0, vocab_size, length)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -32,10 +32,12 @@ from refimpl.costmodel.table import CostTable
 from refimpl.engine.engine import Engine, Progress, warm_up
 from refimpl.engine.executor import SimulatedExecutor
 from refimpl.engine.model_executor import ModelExecutor, Slowdown, TokenCallback
+from refimpl.engine.prompts import prompt_tokens, token_block_hashes
 from refimpl.engine.simulate import SimulationResult, gate_for, requests_from_workload
 from refimpl.engine.step_profile import BLAS_THREADS, StepProfile, profile_steps
 from refimpl.errors import ConfigError
 from refimpl.kv.pool import PagePool
+from refimpl.kv.prefix import BLOCK_TOKENS
 from refimpl.kv.storage import QUANTIZE_FACTOR
 from refimpl.metrics.fidelity import fidelity_report
 from refimpl.model import LlamaConfig, LlamaModel, LlamaWeights
@@ -100,6 +102,8 @@ def run(
     progress: Progress | None = None,
     profile_progress: Progress | None = None,
     on_token: TokenCallback | None = None,
+    prompts: Mapping[int, Sequence[int]] | None = None,
+    prefix_cache: bool | None = None,
 ) -> RunResult:
     """Serve `workload` with `policy` on a real model; deterministic tokens for a given seed
     (times are measured, so they vary a little from run to run).
@@ -110,7 +114,11 @@ def run(
     `cost_table` the kernels' table the policies pick tiles from, and the steps run with
     (default: this machine's saved profile of the model, `refimpl profile`, if any);
     `slowdown` injects drift; `compare_sim` also runs the same requests on the simulated
-    clock with that cost model and reports the error.
+    clock with that cost model and reports the error. `prompts` gives requests' token ids (by
+    request id); the others' are made from their trace block hashes, else seeded
+    (refimpl.engine.prompts). `prefix_cache` shares the KV pages of prompt prefixes, keyed on
+    each page's worth of tokens: None turns it on where prompts are given or the requests
+    carry block hashes (the only ways two prompts can share a prefix), False never, True always.
     """
     with threadpool_limits(limits=BLAS_THREADS, user_api="blas"):
         llama = load_model(model, seed)
@@ -120,8 +128,15 @@ def run(
             length_scale = CPU_LENGTH_SCALE if length_scale is None else length_scale
         if isinstance(workload, Workload):
             workload = clip_to_context(scale_lengths(workload, length_scale or 1.0), config)
+        hash_block_tokens = (workload.hash_block_tokens if isinstance(workload, Workload)
+                             else BLOCK_TOKENS)
         requests = (list(workload) if not isinstance(workload, Workload)
                     else requests_from_workload(workload))
+        tokens = prompt_tokens(requests, prompts, seed, llama.config.vocab_size,
+                               hash_block_tokens)
+        cache_prefixes = _prefix_cache_for(prefix_cache, prompts, requests)
+        hashes = ({i: token_block_hashes(t, page_size) for i, t in tokens.items()}
+                  if cache_prefixes else None)
         profile = None
         if step_model is None:
             profile = profile_steps(llama, page_size=page_size, progress=profile_progress)
@@ -130,8 +145,8 @@ def run(
         if cost_table is None:
             cost_table = default_table_for(config)
         executor = ModelExecutor(llama, step_model, seed=seed, temperature=temperature,
-                                 calibrator=Calibrator(), slowdown=slowdown, on_token=on_token,
-                                 cost_table=cost_table)
+                                 prompts=tokens, calibrator=Calibrator(), slowdown=slowdown,
+                                 on_token=on_token, cost_table=cost_table)
         executor.attach(pool.attach_storage(config.num_layers, config.num_kv_heads,
                                             config.head_dim, quantized_format))
         policy = make_policy(policy, **_real_params(policy, policy_params))
@@ -141,14 +156,16 @@ def run(
         sim_requests = [copy.copy(r) for r in requests]
         compile_s = warm_up()
         started = time.perf_counter()
-        result = Engine(policy, executor, pool, config, gate=gate, cost_table=cost_table).run(
-            requests, progress)
+        result = Engine(policy, executor, pool, config, gate=gate, cost_table=cost_table,
+                        prefix_cache=cache_prefixes, prefix_block_tokens=page_size).run(
+            requests, progress, block_hashes=hashes)
         wall_s = time.perf_counter() - started
         settings = {"workload": getattr(workload, "name", "requests"),
                     "num_requests": len(requests), "policy": policy.name, "model": config.name,
                     "clock": "measured", "seed": seed, "page_size": page_size,
                     "kv_pages": pool.num_pages, "step_model": type(step_model).__name__,
-                    "admission": gate is not None, "compile_s": compile_s,
+                    "admission": gate is not None, "prefix_cache": cache_prefixes,
+                    "compile_s": compile_s,
                     "length_scale": length_scale,
                     "step_profile": None if profile is None else {
                         "coefficients": profile.model.as_dict(),
@@ -156,7 +173,8 @@ def run(
         simulated = fidelity = None
         if compare_sim:
             simulated = replay_simulated(sim_requests, sim_policy, sim_gate, step_model, config,
-                                         kv_memory_bytes, page_size, settings, cost_table)
+                                         kv_memory_bytes, page_size, settings, cost_table,
+                                         hashes)
         log = executor.log.columns()
         real = RunResult(policy.name, result.requests, result.steps, settings, wall_s,
                          outputs=executor.outputs, step_log=log, profile=profile,
@@ -174,6 +192,16 @@ def real_pool(config, kv_memory_bytes: int, page_size: int) -> PagePool:
     return PagePool.for_model(config, kv_memory_bytes, page_size, cpu_tier_pages=pages)
 
 
+def _prefix_cache_for(prefix_cache: bool | None, prompts, requests: Sequence[Request]
+                      ) -> bool:
+    """Whether a real run caches prompt prefixes (None: where prompts could share one)."""
+    if prefix_cache is not None and not isinstance(prefix_cache, bool):
+        raise ConfigError("prefix_cache", prefix_cache, "must be True, False or None")
+    if prefix_cache is None:
+        return bool(prompts) or any(r.block_hashes for r in requests)
+    return prefix_cache
+
+
 def _real_params(policy, policy_params: dict | None) -> dict:
     """`policy_params`, with `slo`'s ladder packing this engine's float32 pages into 8 bits
     (4x; the ladder's default, 2x, is for 16-bit KV) unless a ladder is given."""
@@ -185,12 +213,15 @@ def _real_params(policy, policy_params: dict | None) -> dict:
 
 def replay_simulated(requests: list[Request], policy: Policy, gate: Gate | None,
                      step_model: StepTimeModel, config, kv_memory_bytes: int, page_size: int,
-                     settings: dict, cost_table: CostTable | None = None) -> SimulationResult:
+                     settings: dict, cost_table: CostTable | None = None,
+                     block_hashes: Mapping[int, tuple[int, ...]] | None = None
+                     ) -> SimulationResult:
     """`requests` with `policy` and `gate` on a real run's pool, on the simulated clock of
-    `step_model`."""
+    `step_model` (with the real run's prefix cache where `block_hashes` are given)."""
     pool = real_pool(config, kv_memory_bytes, page_size)
     started = time.perf_counter()
     run = Engine(policy, SimulatedExecutor(step_model), pool, config, gate=gate,
-                 cost_table=cost_table).run(requests)
+                 cost_table=cost_table, prefix_cache=block_hashes is not None,
+                 prefix_block_tokens=page_size).run(requests, block_hashes=block_hashes)
     return SimulationResult(policy.name, run.requests, run.steps,
                             {**settings, "clock": "simulated"}, time.perf_counter() - started)

@@ -29,6 +29,7 @@ from refimpl.engine.executor import SimulatedExecutor
 from refimpl.errors import CapacityError, ConfigError
 from refimpl.kv._checks import check_count
 from refimpl.kv.pool import PagePool
+from refimpl.kv.prefix import BLOCK_TOKENS
 from refimpl.metrics.audit import audit_admission
 from refimpl.metrics.records import RequestRecords, StepRecords
 from refimpl.sched.policy import Policy, make_policy
@@ -179,9 +180,11 @@ def simulate(
     requests = (list(workload) if not isinstance(workload, Workload)
                 else requests_from_workload(workload))
     prefix_cache = prefix_cache_for(prefix_cache, requests)
+    block_tokens = (workload.hash_block_tokens if isinstance(workload, Workload)
+                    else BLOCK_TOKENS)  # (a scaled trace's hash blocks are scaled too)
     runner = Engine(policy, executor, pool, model, hardware=hardware,
                     cost_table=cost_table_for(model, hardware), gate=admission,
-                    prefix_cache=prefix_cache)
+                    prefix_cache=prefix_cache, prefix_block_tokens=block_tokens)
     compile_s = warm_up()  # timed apart: `wall_s` is the simulation alone
     started = time.perf_counter()
     run = runner.run(requests, progress)
@@ -198,7 +201,7 @@ def simulate(
     if audit and admission is not None:
         replay = Engine(unbound, executor, kv_pool_for(model, hardware, page_size), model,
                         hardware=hardware, cost_table=runner.cost_table,
-                        prefix_cache=prefix_cache).run(
+                        prefix_cache=prefix_cache, prefix_block_tokens=block_tokens).run(
             [copy.copy(r) for r in requests])  # the caller's requests keep the gated run
         report = audit_admission(run.requests, replay.requests)
     return SimulationResult(policy.name, run.requests, run.steps, settings, wall_s, report)

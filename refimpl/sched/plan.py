@@ -1,9 +1,10 @@
 """The plan of one engine step, as data: what to compute, and what to do to the KV cache first.
 
 A policy reads the run's state and returns a plan; it changes nothing. The commit
-(refimpl.engine.commit) then carries the plan out, in this order: preemptions (drop a
-request's KV; it recomputes later), early finishes (a length cap), spills to the CPU tier,
-restores from it, quantizations, then each scheduled request's KV grows by its tokens; the
+(refimpl.engine.commit) then carries the plan out, in this order: early finishes (a length
+cap), preemptions (drop a request's KV; it recomputes later; either supersedes the request's
+tier moves in the same plan), quantizations, spills to the CPU tier, restores from it (what
+frees pages before what takes them), then each scheduled request's KV grows by its tokens; the
 executor runs the step; the commit counts the computed tokens and emits output tokens. So a
 plan is a plain value that can be inspected, logged or replayed, and a policy called on a
 frozen snapshot leaves it untouched.

@@ -13,9 +13,12 @@ import math
 from dataclasses import dataclass
 from enum import IntEnum
 
-from refimpl.config.slo import SLO, SLO_PRESETS
+import numpy as np
 
-__all__ = ["Request", "RequestStatus"]
+from refimpl.config.slo import SLO, SLO_PRESETS
+from refimpl.errors import ConfigError
+
+__all__ = ["Request", "RequestStatus", "block_hashes_of"]
 
 
 class RequestStatus(IntEnum):
@@ -82,3 +85,13 @@ class Request:
         if self.num_generated == 0:
             return self.ttft_deadline_s()
         return self.last_token_s + self.slo.tpot_s
+
+
+def block_hashes_of(request: Request) -> tuple[int, ...]:
+    """A request's prefix-block hashes, checked to be whole numbers."""
+    hashes = request.block_hashes
+    if not isinstance(hashes, (tuple, list)) or not all(
+            isinstance(h, (int, np.integer)) and not isinstance(h, bool) for h in hashes):
+        raise ConfigError("block_hashes", hashes, "must be a sequence of integers",
+                          where=f"request {request.request_id!r}")
+    return tuple(int(h) for h in hashes)

@@ -25,8 +25,6 @@ __all__ = [
     "scale_to_rate", "window",
 ]
 
-MOONCAKE_BLOCK_TOKENS = 512  # tokens per Mooncake hash block: a clipped prompt keeps fewer ids
-
 
 def scale_to_rate(workload: Workload, rate: float) -> Workload:
     """Stretch or squeeze arrival times so the mean rate, (n - 1) / duration, is `rate` req/s."""
@@ -41,15 +39,28 @@ def scale_lengths(workload: Workload, factor: float) -> Workload:
     """Prompt and output lengths times `factor`, rounded, at least one token each (a trace's
     shape at a size another machine serves: the real engine's CPU runs)."""
     positive_real("factor", factor)
-    if workload.hash_ids is not None and factor != 1.0:
-        raise ConfigError("factor", factor, "would break the Mooncake prefix hashes (one per "
-                          f"{MOONCAKE_BLOCK_TOKENS}-token block); scale a workload without them")
 
     def scaled(tokens: np.ndarray) -> np.ndarray:
         return np.maximum(np.rint(tokens * factor), 1).astype(np.int64)
 
-    return replace(workload, prompt_tokens=scaled(workload.prompt_tokens),
-                   output_tokens=scaled(workload.output_tokens))
+    prompt_tokens, hash_ids = scaled(workload.prompt_tokens), workload.hash_ids
+    block = workload.hash_block_tokens
+    if hash_ids is not None:  # the hash blocks scale too: each id then covers block * factor
+        block = round(workload.hash_block_tokens * factor)
+        if block < 1 or abs(block - workload.hash_block_tokens * factor) > 1e-9 * block:
+            raise ConfigError("factor", factor, "must scale the trace's "
+                              f"{workload.hash_block_tokens}-token hash blocks to whole tokens")
+        hash_ids = _blocks_kept(hash_ids, prompt_tokens, block)
+    return replace(workload, prompt_tokens=prompt_tokens,
+                   output_tokens=scaled(workload.output_tokens), hash_ids=hash_ids,
+                   hash_block_tokens=block)
+
+
+def _blocks_kept(hash_ids: tuple[tuple[int, ...], ...], prompt_tokens: np.ndarray,
+                 block_tokens: int) -> tuple[tuple[int, ...], ...]:
+    """Each request's hash ids cut to the blocks its (shorter) prompt still reaches."""
+    return tuple(ids[:math.ceil(prompt / block_tokens)]
+                 for ids, prompt in zip(hash_ids, prompt_tokens.tolist(), strict=True))
 
 
 def head(workload: Workload, num_requests: int) -> Workload:
@@ -99,12 +110,7 @@ def clip_to_context(workload: Workload, model: ModelConfig) -> Workload:
     is_clipped |= prompt_tokens != workload.prompt_tokens
     hash_ids = workload.hash_ids
     if hash_ids is not None:
-        hash_ids = tuple(
-            ids[: math.ceil(prompt / MOONCAKE_BLOCK_TOKENS)] if clipped else ids
-            for ids, prompt, clipped in zip(
-                hash_ids, prompt_tokens.tolist(), is_clipped.tolist(), strict=True
-            )
-        )
+        hash_ids = _blocks_kept(hash_ids, prompt_tokens, workload.hash_block_tokens)
     return replace(
         workload,
         prompt_tokens=prompt_tokens,

@@ -15,7 +15,9 @@ import numpy as np
 from refimpl.config.slo import SLO_PRESETS, PriorityClass
 from refimpl.errors import ConfigError
 
-__all__ = ["DEFAULT_CLASS", "Workload", "new_workload"]
+__all__ = ["DEFAULT_CLASS", "HASH_BLOCK_TOKENS", "Workload", "new_workload"]
+
+HASH_BLOCK_TOKENS = 512  # prompt tokens per Mooncake `hash_ids` entry (Qin et al., FAST 2025)
 
 # The class every fresh workload's requests belong to until `assign_classes` says otherwise.
 DEFAULT_CLASS = PriorityClass(name="default", priority=0, slo=SLO_PRESETS["default"])
@@ -44,9 +46,11 @@ class Workload:
     slo_class: np.ndarray  # object (n,): class names, e.g. "default", "interactive", "batch"
     ttft_slo_s: np.ndarray  # float64 (n,): time-to-first-token target, seconds
     tpot_slo_s: np.ndarray  # float64 (n,): time-per-output-token target, seconds
-    # Mooncake prefix block hashes (one id per 512-token block of the prompt), per request.
+    # Mooncake prefix block hashes (one id per `hash_block_tokens` tokens of the prompt, the
+    # last block partial), per request.
     hash_ids: tuple[tuple[int, ...], ...] | None = None
     num_clipped: int = 0  # requests whose lengths were clipped to the model's context
+    hash_block_tokens: int = HASH_BLOCK_TOKENS  # 512 in the trace; `scale_lengths` scales it
 
     def __post_init__(self) -> None:
         num_requests = len(self.arrival_s) if isinstance(self.arrival_s, np.ndarray) else -1
@@ -91,6 +95,9 @@ class Workload:
             raise ConfigError(
                 "hash_ids", len(self.hash_ids), f"length must equal len(arrival_s)={len(self)}"
             )
+        if isinstance(self.hash_block_tokens, bool) or not isinstance(
+                self.hash_block_tokens, (int, np.integer)) or self.hash_block_tokens < 1:
+            raise ConfigError("hash_block_tokens", self.hash_block_tokens, "must be an int >= 1")
         if isinstance(self.num_clipped, bool) or not 0 <= self.num_clipped <= len(self):
             raise ConfigError("num_clipped", self.num_clipped, f"must be in [0, {len(self)}]")
 

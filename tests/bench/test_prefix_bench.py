@@ -25,3 +25,16 @@ def test_the_report_shows_each_policy_with_and_without_the_cache(capsys):
     out = capsys.readouterr().out
     assert "vllm/cache" in out and "40.0%" in out and "7.300" in out
     assert "vllm/no-cache" in out and "3.900" in out
+
+
+def test_the_report_shows_the_real_engine_and_whether_its_tokens_agree(capsys):
+    row = {"hit_rate_tokens": 0.06, "hit_rate_blocks": 0.07, "ttft_p50_s": 0.02,
+           "ttft_p95_s": 0.2, "prefill_tokens": 9000, "wall_s": 4.0, "same_tokens": True}
+    report = {"trace": "t.jsonl", "model": "m", "target": 0.9, "results": {},
+              "real_engine": {"model": "tiny", "num_requests": 60, "length_scale": 1 / 32,
+                              "policies": {"slo/cache": row,
+                                           "slo/no-cache": {**row, "same_tokens": False}}}}
+    prefix.print_report(report)
+    out = capsys.readouterr().out
+    assert "real engine (tiny" in out and "6.0%" in out and "9000" in out
+    assert "yes" in out and "NO" in out

@@ -31,3 +31,18 @@ def test_run_refuses_an_unknown_model_in_one_line(tmp_path, capsys):
     assert main(["run", "--model", str(tmp_path / "no-such-checkpoint")]) == 2
     err = capsys.readouterr().err
     assert "no-such-checkpoint" in err and "Traceback" not in err
+
+
+def test_run_caches_a_traces_shared_prefixes(tmp_path):
+    # a Mooncake trace whose requests share their first two 512-token blocks; at 1/32 a
+    # block is one page of tokens made from its hash
+    rows = [{"timestamp": 500 * k, "input_length": 2048, "output_length": 64,
+             "hash_ids": [1, 2, 10 + k, 20 + k]} for k in range(4)]
+    trace = tmp_path / "mc.jsonl"
+    trace.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    path = tmp_path / "run.json"
+    assert main(["run", "--workload", str(trace), "--length-scale", "0.03125", "--policy",
+                 "vllm", "--json", str(path), "--out", str(tmp_path)]) == 0
+    report = json.loads(path.read_text())
+    assert report["settings"]["prefix_cache"] is True
+    assert report["policies"]["vllm"]["prefix_hit_blocks"] == 3 * 2

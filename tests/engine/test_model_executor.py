@@ -13,26 +13,20 @@ import numpy as np
 import pytest
 
 from refimpl import Policy, Request, StepPlan
-from refimpl.costmodel.linear_step import LinearStepModel
-from refimpl.engine.model_executor import Slowdown, seeded_prompt
+from refimpl.engine.model_executor import Slowdown
+from refimpl.engine.prompts import seeded_prompt
 from refimpl.engine.run import run
 from refimpl.errors import ConfigError, KVCacheError
 from refimpl.kv.ladder import LadderConfig
 from refimpl.kv.storage import QUANTIZE_FACTOR
-from refimpl.model import LlamaConfig, LlamaModel, LlamaWeights, reference_logits
+from refimpl.model import reference_logits
+
+from ._real import CONFIG, STEP_MODEL, small_model
 
 pytestmark = pytest.mark.numba
 
-CONFIG = LlamaConfig(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16,
-                     intermediate_size=128, vocab_size=256, max_context=512, name="test")
-# A fixed cost model (no profile): 2 ms a step, 0.1 ms a sequence, 10 us a token.
-STEP_MODEL = LinearStepModel([2e-3, 0.0, 0.0, 1e-4, 1e-5, 0.0, 0.0])
 SEED = 3
-
-
-@cache
-def _model() -> LlamaModel:
-    return LlamaModel(LlamaWeights.random(CONFIG, seed=11))
+_model = small_model
 
 
 def _requests(lengths, gap_s=0.002):

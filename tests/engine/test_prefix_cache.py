@@ -90,14 +90,14 @@ def test_switched_off_a_run_is_the_run_without_hashes():
 @pytest.mark.parametrize("policy", POLICIES)
 def test_under_page_pressure_every_policy_ends_with_balanced_books(policy):
     # A pool of 160 pages (5 blocks) for bursts of requests of up to 4 blocks: evictions,
-    # preemptions and (slo) the ladder; `Engine.run` checks every page is back in the pool.
-    # No CPU tier: slo's plans may restore a request into pages that a preemption in the same
-    # plan frees, which the commit (restores first) refuses, with or without a prefix cache.
+    # preemptions and (slo) the ladder, spills and restores through a CPU tier of 160 pages
+    # (seed 4's plans restore into pages their own preemptions free, which the commit once
+    # refused by restoring first); `Engine.run` checks every page is back in the pool.
     model = refimpl.ModelConfig.preset(MODEL)
     hardware = refimpl.HardwareSpec.preset("h100-sxm")
     step_model = RooflineStepModel(model, hardware)
-    requests = shared_prefix_requests(80, gap_s=0.02, seed=3, max_blocks=4)
-    pool = PagePool(160, 16, max_context=model.max_context, cpu_tier_pages=0)
+    requests = shared_prefix_requests(80, gap_s=0.02, seed=4, max_blocks=4)
+    pool = PagePool(160, 16, max_context=model.max_context, cpu_tier_pages=160)
     engine = Engine(make_policy(policy), SimulatedExecutor(step_model), pool, model,
                     hardware=hardware, cost_table=cost_table_for(model, hardware),
                     prefix_cache=True)
@@ -106,6 +106,8 @@ def test_under_page_pressure_every_policy_ends_with_balanced_books(policy):
     assert counts["hit_blocks"] > 0 and counts["idle_pages"] >= 0
     assert set(run.requests.status) <= {"finished", "rejected"}
     assert pool.num_free_pages == pool.num_pages
+    if policy == "slo":
+        assert run.steps.kv_actions.get("spill", 0) > 0 and run.steps.kv_actions["preempt"] > 0
 
 
 def test_the_mooncake_trace_hits(traces_dir):

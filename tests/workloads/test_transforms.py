@@ -14,6 +14,7 @@ from refimpl.workloads import (
     clip_to_context,
     head,
     new_workload,
+    scale_lengths,
     scale_to_rate,
     synthetic,
     window,
@@ -134,3 +135,24 @@ def test_assign_classes_rejects_bad_classes_or_weights(classes, weights, field):
     with pytest.raises(ConfigError) as error:
         assign_classes(SMALL, classes, weights)
     assert error.value.field == field
+
+
+def test_scaling_lengths_scales_the_hash_blocks_with_the_prompts():
+    trace = new_workload("mc", np.array([0.0, 1.0, 2.0]), np.array([1024, 600, 513]),
+                         np.array([8, 16, 3]), hash_ids=((1, 2), (1, 3), (4, 5)))
+    scaled = scale_lengths(trace, 0.125)
+    assert scaled.prompt_tokens.tolist() == [128, 75, 64]
+    assert scaled.output_tokens.tolist() == [1, 2, 1]  # (rounded, at least one)
+    assert scaled.hash_block_tokens == 64  # each id still covers one block of the prompt
+    # 513 tokens spanned two blocks; 64 (64.1 rounded) span one: its second id goes
+    assert scaled.hash_ids == ((1, 2), (1, 3), (4,))
+    assert trace.hash_block_tokens == 512 and trace.hash_ids[2] == (4, 5)  # input untouched
+
+
+def test_scaling_lengths_refuses_hash_blocks_of_fractional_tokens():
+    trace = new_workload("mc", np.array([0.0]), np.array([600]), np.array([8]),
+                         hash_ids=((1, 2),))
+    with pytest.raises(ConfigError, match="factor"):
+        scale_lengths(trace, 0.3)  # 153.6-token blocks
+    plain = new_workload("plain", np.array([0.0]), np.array([600]), np.array([8]))
+    assert scale_lengths(plain, 0.3).prompt_tokens.tolist() == [180]  # no hashes: any factor

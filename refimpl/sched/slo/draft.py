@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from refimpl.kv.ladder import LadderStep
 from refimpl.kv.projection import Projection
 from refimpl.sched.plan import StepPlan
 from refimpl.sched.slo.queues import PrefillKey, next_token_deadline_s, prefill_key
@@ -65,9 +66,17 @@ class TickDraft:
 
     # ---- decisions -------------------------------------------------------------------------
     def _requeue(self, i: int) -> None:
-        """Row `i` is preempted: it recomputes from scratch, queued under its new key."""
+        """Row `i` is preempted: it recomputes from scratch, queued under its new key. Its
+        quantization or restore earlier in this plan is taken back (a preemption supersedes
+        them: refimpl.engine.commit.drop_superseded), and not counted."""
         self.preempt.append(i)
         self.requeued[i] = prefill_key(self.requests, i, 0)
+        kept = [(row, factor) for row, factor in self.quantize if row != i]
+        if len(kept) < len(self.quantize):
+            self.quantize = kept
+            self.counts[str(LadderStep.QUANTIZE)] -= 1
+        if i in self.restore:
+            self.restore.remove(i)
 
     def preempt_decoding(self, i: int, freed: bool = False) -> None:
         """Decoding row `i` loses its KV (already `freed` in the projection by the ladder)."""

@@ -43,9 +43,30 @@ __all__ = []
 # ---- the tick's moves ------------------------------------------------------------------------
 @inline_kernel
 def _requeue(s, ints, floats, entries, sizes, i):
-    """Row `i` is preempted: it recomputes from scratch, queued under its new key."""
+    """Row `i` is preempted: it recomputes from scratch, queued under its new key. Its
+    quantization or restore earlier in this plan is taken back (`_take_back`)."""
     p.add_preempt(entries, sizes, i)
+    if sizes[p.NUM_QUANTIZE] + sizes[p.NUM_RESTORE] > 0:
+        _take_back(s.st, entries, sizes, i)
     _push(s.heap, s.pos, s.key_deadline, s.key_left, s.st, ints, floats, i, 0)
+
+
+@kernel
+def _take_back(st, entries, sizes, i):
+    """Take row `i`'s quantization (uncounted) and restore out of the plan: a preemption
+    supersedes them (refimpl.engine.commit.drop_superseded)."""
+    for rows, count in ((p.QUANTIZE, p.NUM_QUANTIZE), (p.RESTORE, p.NUM_RESTORE)):
+        n = sizes[count]
+        for k in range(n):
+            if entries[rows, k] == i:
+                for m in range(k, n - 1):
+                    entries[rows, m] = entries[rows, m + 1]
+                    if rows == p.QUANTIZE:
+                        entries[p.QUANTIZE_FACTOR, m] = entries[p.QUANTIZE_FACTOR, m + 1]
+                sizes[count] = n - 1
+                if rows == p.QUANTIZE:
+                    st[COUNTS + LK.QUANTIZE] -= 1
+                break
 
 
 @inline_kernel
