@@ -18,3 +18,22 @@ def test_more_requests_than_slots_are_served_on_the_slots_freed(make_engine, mak
     assert np.array_equal(run.requests.num_generated, run.requests.max_new_tokens)
     assert engine.pool.states.shape[0] < 100
     assert not engine.pool.states.any() and engine.pool.num_free_pages == engine.pool.num_pages
+
+
+def test_the_views_page_query_on_arrays_is_its_query_on_each_row():
+    from refimpl.kv import PagePool
+    from refimpl.kv.manager import KVView, grow, new_kv_state
+
+    kv = new_kv_state(PagePool(64, 16, max_context=4096, cpu_tier_pages=0), 6, 6)
+    computed = np.array([0, 20, 0, 33, 0, 16], np.int64)
+    rows = np.array([1, 3, 5], np.int64)
+    grow(kv, rows, computed[rows], 3)  # rows 1, 3, 5 hold 2, 3 and 1 pages
+    view = KVView(kv, computed)
+    rows = np.array([0, 1, 2, 3, 4, 5, 3], np.int64)
+    tokens = np.array([1, 12, 40, 15, 0, 1, 16], np.int64)
+    expected = [view.pages_needed(int(i), int(t)) for i, t in zip(rows, tokens, strict=True)]
+    assert expected == [1, 0, 3, 0, 0, 1, 1]
+    assert view.pages_needed(rows, tokens).tolist() == expected  # the compiled path
+    assert view.pages_needed(rows.astype(np.int32), tokens).tolist() == expected  # NumPy's
+    with pytest.raises(IndexError, match="row 6"):
+        view.pages_needed(np.array([0, 6], np.int64), np.array([1, 1], np.int64))
