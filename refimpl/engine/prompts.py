@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from refimpl.errors import ConfigError
-from refimpl.sched.request import Request
+from refimpl.sched.request import Request, block_hashes_of
+from refimpl.sched.table import arrival_order, new_requests
 
 __all__ = ["prompt_tokens", "seeded_prompt", "token_block_hashes"]
 
@@ -33,8 +34,8 @@ def hashed_prompt(seed: int, request: Request, hash_block_tokens: int, vocab_siz
     by hash k (equal hashes, equal tokens), cut at the prompt's end; what the hashes do not
     cover is seeded per request."""
     length = request.prompt_tokens
-    blocks = [np.random.default_rng([seed, 1, int(h) & (2**63 - 1)]).integers(
-        0, vocab_size, hash_block_tokens) for h in request.block_hashes]
+    blocks = [np.random.default_rng([seed, 1, h & (2**63 - 1)]).integers(
+        0, vocab_size, hash_block_tokens) for h in block_hashes_of(request)]
     tokens = np.concatenate(blocks)[:length] if blocks else np.zeros(0, np.int64)
     if len(tokens) < length:
         tail = seeded_prompt(seed, request.request_id, length, vocab_size)[len(tokens):]
@@ -47,6 +48,7 @@ def prompt_tokens(requests: Sequence[Request], prompts: Mapping[int, Sequence[in
                   ) -> dict[int, np.ndarray]:
     """Every request's prompt: given in `prompts` (by request id), else made from its trace
     block hashes of `hash_block_tokens` tokens, else seeded."""
+    new_requests(arrival_order(requests))  # (each request checked before a prompt is made)
     prompts = dict(prompts or {})
     unknown = sorted(set(prompts) - {r.request_id for r in requests})
     if unknown:

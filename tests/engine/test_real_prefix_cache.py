@@ -139,3 +139,7 @@ def test_bad_prompts_are_named():
         prompt_tokens(requests, {4: [1] * 10}, SEED, 256, 16)
     with pytest.raises(ConfigError, match="prefix_cache"):
         _serve(requests, "vllm", prefix_cache="on")
+    with pytest.raises(ConfigError, match="prompt_tokens"):  # before any prompt is made
+        prompt_tokens([Request(0, 0.0, -3, 1)], None, SEED, 256, 16)
+    with pytest.raises(ConfigError, match="block_hashes"):
+        prompt_tokens([Request(0, 0.0, 30, 1, block_hashes=("a",))], None, SEED, 256, 16)
