@@ -146,11 +146,12 @@ def _before(ints, floats, j, i):
 
 
 @inline_kernel
-def remaining_s(s, ints, j):
+def remaining_s(f, cached, ints, j):
     """Model seconds of prompt `j`'s work left: after its computed tokens, or, before it
-    starts, after the cached prefix the gate saw when it decided on it (`s.cached`)."""
-    done = max(ints[COMPUTED, j], s.cached[j])
-    return prompt_seconds(s.fparams, max(ints[PROMPT, j] - done, 0), done)
+    starts, after the cached prefix the gate saw when it decided on it (`cached`, the gate
+    state's array: handed the arrays, not the state, as the hot helpers are)."""
+    done = max(ints[COMPUTED, j], cached[j])
+    return prompt_seconds(f, max(ints[PROMPT, j] - done, 0), done)
 
 
 @kernel
@@ -223,7 +224,7 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
     on-time admitted prompt late; its decode share; the slack left once it also waited for
     KV pages, +inf when they are there, -inf when none are seen coming back; the KV
     projection with it) (module doc)."""
-    f = s.fparams
+    f, cached = s.fparams, s.cached
     kappa, eta = step_error(s), delivery(s)
     load = decode_load(f, ints, floats, i, output)
     share_with = decode_share(s, load, floats[TPOT_SLO, i] if output >= 2 else np.inf)
@@ -231,7 +232,7 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
     if share_with >= 1.0:
         return -np.inf, 0, share_with, np.inf, 0
     rate_with = eta * (1.0 - share_with) / kappa  # model prompt seconds per second
-    own = remaining_s(s, ints, i)
+    own = remaining_s(f, cached, ints, i)
     tighter_rate, tighter_work = tighter_arrivals(s, floats, i, now)
     ahead = 0.0
     num_later = 0
@@ -241,7 +242,7 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
         if j == i or ints[STATUS, j] >= FINISHED:
             continue
         if not deadline_order or _before(ints, floats, j, i):
-            ahead += remaining_s(s, ints, j)
+            ahead += remaining_s(f, cached, ints, j)
         else:
             s.scratch_i[num_later] = j
             s.scratch_f[num_later] = floats[ARRIVAL, j] + floats[TTFT_SLO, j]
@@ -277,11 +278,12 @@ def _delays_on_time(s, ints, floats, num_later, done_before, own, start, rate_wi
     late with it, from `start`: walked in deadline order, each after those before it."""
     if rate_without <= 0:  # nothing is on time without it either
         return 0
+    f, cached = s.fparams, s.cached
     order = np.argsort(s.scratch_f[:num_later], kind="mergesort")  # stable: reproducible
     work = done_before
     for k in range(num_later):
         j = s.scratch_i[order[k]]
-        work += remaining_s(s, ints, j)
+        work += remaining_s(f, cached, ints, j)
         deadline = floats[ARRIVAL, j] + floats[TTFT_SLO, j]
         on_time = start + (work - own) / rate_without <= deadline
         if on_time and start + work / rate_with > deadline:

@@ -155,7 +155,7 @@ def _too_late(s, ints, floats, i, now):
     if share >= 1.0:
         return True
     rate = delivery(s) * (1.0 - share) / step_error(s)
-    own = remaining_s(s, ints, i)
+    own = remaining_s(s.fparams, s.cached, ints, i)
     return now + granularity_s(s) + own / rate > floats[ARRIVAL, i] + floats[TTFT_SLO, i]
 
 
@@ -180,7 +180,7 @@ def commit(s, ints, floats, kv, i, now, action, reason, cap, gate_out, column):
     s.counts[S.NUM_PENDING] += 1
     c = _ttft_class(s.ttft_targets, floats[TTFT_SLO, i])
     decay = np.exp(-(now - s.class_time_s[c]) / f[S.RATE_HORIZON_S])
-    s.class_work_s[c] = s.class_work_s[c] * decay + remaining_s(s, ints, i)
+    s.class_work_s[c] = s.class_work_s[c] * decay + remaining_s(f, s.cached, ints, i)
     s.class_time_s[c] = now
 
 
