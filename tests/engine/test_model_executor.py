@@ -170,11 +170,16 @@ def test_each_step_records_its_prediction_and_the_calibration_absorbs_a_drift():
     log = result.step_log
     assert (log["offline_s"] > 0).all() and (log["measured_s"] > 0).all()
     measured, predicted = log["measured_s"], log["predicted_s"]
-    assert measured[60:].mean() > 2.0 * measured[10:50].mean()  # the drift is real
-    # the calibrated prediction (made before each step) follows the machine, and the detector
-    # fired; how soon it is back within 10% on a quiet machine is `refimpl bench fidelity`'s
-    # figure (here step times are a shared machine's, noisy step to step)
-    assert predicted[80:].mean() == pytest.approx(measured[80:].mean(), rel=0.35)
+    # medians: a step the OS preempts takes 10x its time on a shared machine (seen in CI)
+    assert np.median(measured[60:]) > 2.0 * np.median(measured[10:50])  # the drift is real
+    # the calibrated prediction (made before each step) follows the machine: after the drift
+    # its error is under half the offline model's, and the detector fired; how soon it is
+    # back within 10% on a quiet machine is `refimpl bench fidelity`'s figure (here step
+    # times are a shared machine's, noisy step to step)
+    def error(prediction):
+        return np.median(np.abs(np.log(prediction[80:] / measured[80:])))
+
+    assert error(predicted) < 0.5 * error(log["offline_s"])
     assert result.drift
 
 
