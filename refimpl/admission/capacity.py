@@ -6,14 +6,18 @@ Two capacities bound what a deadline-paced scheduler (seed section 6) can serve:
   seconds of machine time per second, at its mean context (prompt plus half its output).
   Every step also pays the fixed part `base` (weights, overhead), once per tick, and a tick
   lasts about the tightest TPOT target decoding. The decode share of the machine is
-  `kappa * (base / tick + sum(load))`; what is left goes to prompts.
+  `kappa * (base / tick + sum(load))`.
 - **Prompt time.** A prompt of `u` tokens after `c` computed costs `a * u + b * pairs` model
-  seconds (refimpl.admission.state.linearise_prefill). The newcomer's first token comes once
-  the prompt work ahead of it in the policy's own order (every admitted prompt for an
-  arrival-order policy; those due no later for a deadline-order one) and its own prompt are
-  done, at the rate `r = eta * (1 - share) / kappa` left by the decodes, and the step that
-  completes it ends: `now + tick + work / r`. Under deadline order, tighter classes keep
-  arriving ahead of it at their admitted rate `rho` (model prompt seconds per second): the
+  seconds, and a step carrying a chunk costs `F` more, the intercept of that line
+  (refimpl.admission.state.linearise_prefill): less than `base` where the weights read hides
+  under the chunk's arithmetic, as it does on a GPU. So the decodes leave prompts the rate
+  `r = eta * (1 - kappa * (F / tick + sum(load))) / kappa` (0 while the decode share is 1).
+  The newcomer's first token comes once the prompt work ahead of it in the policy's own
+  order (every admitted prompt for an arrival-order policy; those due no later for a
+  deadline-order one) and its own prompt are done, after the step in flight: `now + g +
+  work / r`, `g` that step's mean residual time (`granularity_s`). Under deadline order,
+  tighter classes keep arriving ahead of it at their admitted rate `rho` (model prompt
+  seconds per second): the
   wait is then `work / (r - rho)`, a priority queue's residual rate, and never more than
   `(work + W) / r` with `W` all the tighter work that can arrive while still due before it.
   Under deadline order a newcomer also delays every prompt due after it: the gate checks that
@@ -28,8 +32,10 @@ Two capacities bound what a deadline-paced scheduler (seed section 6) can serve:
 Both are calibrated online by the error of their own predictions, not by observed latencies
 (a deadline-paced scheduler spends TPOT slack on purpose, so observed TPOTs sit near their
 targets whether or not there is room): `kappa` is the measured step time over the model's, and
-`eta` the prompt work the policy actually delivered over what the model said was free, both
-over the last `RING` steps (1 until `MIN_OBSERVATIONS` steps are in); the pages' return
+`eta` the prompt work the policy actually delivered over what the model said was free, in
+the steps where it was the limit (a prompt still waited after the step: the step that ends
+the last prompt says how little was asked, not what could be given), both over the last
+`RING` steps (1 until `MIN_OBSERVATIONS` steps are in); the pages' return
 rate is measured over the same steps.
 """
 
@@ -54,11 +60,13 @@ from refimpl.sched.table import (
 
 __all__ = [
     "assess",
+    "chunk_share",
     "decode_load",
     "decode_share",
     "delivery",
     "granularity_s",
     "kv_projection",
+    "prompt_rate",
     "prompt_seconds",
     "remaining_s",
     "return_rate",
@@ -67,10 +75,8 @@ __all__ = [
     "wait_s",
 ]
 
-# The delivery calibration is clipped to this range: below half, what it measures is mostly
-# the weights read of the tiny steps a pacing policy makes between decode deadlines, which
-# the prompt estimate already charges once per tick (measured on the Mooncake trace at 128k
-# context, where a floor of 0.05 turned away a fifth of the requests at a quarter load).
+# The delivery calibration is clipped to this range, a guard against a window of a few
+# steps that say little (a model that far off is better caught by `kappa`).
 ETA_RANGE = (0.5, 2.0)
 
 
@@ -101,7 +107,8 @@ def step_error(s):
 @inline_kernel
 def delivery(s):
     """`eta`: prompt seconds delivered over those the model said were free (1 until trusted)."""
-    if s.counts[S.RING_LEN] < s.iparams[S.MIN_OBSERVATIONS] or s.totals[S.AVAILABLE_S] <= 0:
+    if (s.counts[S.RING_LEN] < s.iparams[S.MIN_OBSERVATIONS] or s.counts[S.RATE_STEPS] == 0
+            or s.totals[S.AVAILABLE_S] <= 0):
         return 1.0
     return min(max(s.totals[S.DELIVERED_S] / s.totals[S.AVAILABLE_S], ETA_RANGE[0]),
                ETA_RANGE[1])
@@ -121,19 +128,45 @@ def tick_s(s, extra_tpot):
 
 @inline_kernel
 def granularity_s(s):
-    """How late after its prompt's work a first token may come: it comes at the end of the
-    step that completes the prompt, up to a tick later while decodes pace the steps (none
-    when nothing decodes: a step then lasts just its work)."""
-    return tick_s(s, np.inf) if s.totals[S.LOAD] > 0 else 0.0
+    """How long a newcomer waits for the step in flight to end before its prompt can start:
+    that step's mean residual time seen from a random arrival, `E[d^2] / (2 E[d])` over the
+    window's steps (a renewal process's; long steps are the likelier to be in flight), 0
+    before any step."""
+    t = s.totals
+    return t[S.MEASURED_SQ] / (2.0 * t[S.MEASURED_S]) if t[S.MEASURED_S] > 0 else 0.0
 
 
 @inline_kernel
 def decode_share(s, extra_load, extra_tpot):
     """The machine's share spent decoding with `extra_load` added at TPOT `extra_tpot`."""
+    return _share(s, extra_load, extra_tpot, s.fparams[S.BASE_S])
+
+
+@inline_kernel
+def prompt_rate(s, extra_load, extra_tpot):
+    """Model prompt seconds per second left by the decodes with `extra_load` added: a step
+    that carries a chunk pays the chunk line's fixed part, not the decode step's weights
+    read (the read hides under the chunk's arithmetic); none while decodes alone fill the
+    machine."""
+    if decode_share(s, extra_load, extra_tpot) >= 1.0:
+        return 0.0
+    return delivery(s) * (1.0 - chunk_share(s, extra_load, extra_tpot)) / step_error(s)
+
+
+@inline_kernel
+def chunk_share(s, extra_load, extra_tpot):
+    """The decodes' share of a step that carries a prompt chunk (`decode_share`'s, with the
+    chunk line's fixed part in place of the weights read)."""
+    return _share(s, extra_load, extra_tpot, s.fparams[S.PREFILL_FIXED_S])
+
+
+@inline_kernel
+def _share(s, extra_load, extra_tpot, fixed_s):
+    """The decodes' share of the machine, each tick paying `fixed_s` once."""
     load = s.totals[S.LOAD] + extra_load
     if load <= 0:
         return 0.0
-    return step_error(s) * (s.fparams[S.BASE_S] / tick_s(s, extra_tpot) + load)
+    return step_error(s) * (fixed_s / tick_s(s, extra_tpot) + load)
 
 
 @inline_kernel
@@ -225,13 +258,13 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
     KV pages, +inf when they are there, -inf when none are seen coming back; the KV
     projection with it) (module doc)."""
     f, cached = s.fparams, s.cached
-    kappa, eta = step_error(s), delivery(s)
     load = decode_load(f, ints, floats, i, output)
-    share_with = decode_share(s, load, floats[TPOT_SLO, i] if output >= 2 else np.inf)
+    tpot = floats[TPOT_SLO, i] if output >= 2 else np.inf
+    share_with = decode_share(s, load, tpot)
     deadline = floats[ARRIVAL, i] + floats[TTFT_SLO, i]
     if share_with >= 1.0:
         return -np.inf, 0, share_with, np.inf, 0
-    rate_with = eta * (1.0 - share_with) / kappa  # model prompt seconds per second
+    rate_with = prompt_rate(s, load, tpot)  # model prompt seconds per second
     own = remaining_s(f, cached, ints, i)
     tighter_rate, tighter_work = tighter_arrivals(s, floats, i, now)
     ahead = 0.0
@@ -255,7 +288,7 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
     harm = 0
     if num_later > 0 and slack >= 0:
         harm = _delays_on_time(s, ints, floats, num_later, ahead + own, own, now + tick,
-                               rate_with, eta * (1.0 - decode_share(s, 0.0, np.inf)) / kappa)
+                               rate_with, prompt_rate(s, 0.0, np.inf))
     # pages it must wait for: a policy starts no prompt above the watermark (the `slo`
     # ladder's first rung), so that is the room the admitted requests and it grow in; for a
     # high-priority request the low-priority ones' pages are room too, since the ladder's

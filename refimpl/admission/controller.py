@@ -83,10 +83,11 @@ class AdmissionController(Gate):
         c = self.config
         self.ctx = ctx
         costs = linearise(ctx.step_model)
-        per_token, per_pair = S.linearise_prefill(ctx.step_model)
-        fparams = np.zeros(11)
-        fparams[[S.BASE_S, S.C_SEQ_S, S.C_KV_S, S.PREFILL_TOKEN_S, S.PREFILL_PAIR_S]] = (
-            costs.base_s, costs.c_seq_s, costs.c_kv_s, per_token, per_pair)
+        per_token, per_pair, prefill_fixed = S.linearise_prefill(ctx.step_model)
+        fparams = np.zeros(S.NUM_FPARAMS)
+        fparams[[S.BASE_S, S.C_SEQ_S, S.C_KV_S, S.PREFILL_TOKEN_S, S.PREFILL_PAIR_S,
+                 S.PREFILL_FIXED_S]] = (costs.base_s, costs.c_seq_s, costs.c_kv_s, per_token,
+                                        per_pair, min(prefill_fixed, costs.base_s))
         fparams[[S.WATERMARK, S.DECODE_CAP, S.MIN_TICK_S, S.MAX_TICK_S, S.LOW_MARGIN,
                  S.RATE_HORIZON_S]] = (c.kv_watermark, c.decode_cap, c.min_tick_s,
                                        c.max_tick_s, c.low_priority_margin, c.rate_horizon_s)

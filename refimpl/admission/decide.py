@@ -37,10 +37,10 @@ from refimpl._numba import inline_kernel, kernel
 from refimpl.admission import state as S
 from refimpl.admission.capacity import (
     assess,
+    chunk_share,
     decode_load,
-    decode_share,
-    delivery,
     granularity_s,
+    prompt_rate,
     prompt_seconds,
     remaining_s,
     step_error,
@@ -71,7 +71,8 @@ __all__ = ["arrive", "commit", "decide", "observe", "poll"]
 
 ACCEPT, QUEUE, DEGRADE, REJECT = range(4)  # the loop's action codes
 # The calibration window's columns, in order, and the totals each one sums into.
-WINDOW_TOTALS = (S.MEASURED_S, S.MODELLED_S, S.DELIVERED_S, S.AVAILABLE_S, S.RETURNED_PAGES)
+WINDOW_TOTALS = (S.MEASURED_S, S.MODELLED_S, S.DELIVERED_S, S.AVAILABLE_S, S.RETURNED_PAGES,
+                 S.MEASURED_SQ)
 
 
 @kernel
@@ -151,10 +152,9 @@ def poll(s, ints, floats, kv, now, gate_out):
 @inline_kernel
 def _too_late(s, ints, floats, i, now):
     """Whether queued request `i`'s prompt alone, started now, would miss its deadline."""
-    share = decode_share(s, 0.0, np.inf)
-    if share >= 1.0:
+    rate = prompt_rate(s, 0.0, np.inf)
+    if rate <= 0:
         return True
-    rate = delivery(s) * (1.0 - share) / step_error(s)
     own = remaining_s(s.fparams, s.cached, ints, i)
     return now + granularity_s(s) + own / rate > floats[ARRIVAL, i] + floats[TTFT_SLO, i]
 
@@ -215,7 +215,7 @@ def observe(s, ints, floats, entries, sizes, finished, num_finished, duration):
     """Learn from a committed step of `duration` seconds and forget the ended requests;
     returns how many requests the gate holds."""
     f = s.fparams
-    modelled = f[S.BASE_S]
+    modelled = 0.0
     for k in range(sizes[p.NUM_DECODE]):
         j = entries[p.DECODE, k]
         modelled += f[S.C_SEQ_S] + f[S.C_KV_S] * (ints[PROMPT, j] + ints[GENERATED, j])
@@ -223,20 +223,23 @@ def observe(s, ints, floats, entries, sizes, finished, num_finished, duration):
     for k in range(sizes[p.NUM_PREFILL]):
         j, tokens = entries[p.PREFILL, k], entries[p.PREFILL_TOKENS, k]
         prompts_s += prompt_seconds(f, tokens, max(ints[COMPUTED, j] - tokens, 0))
-    modelled += prompts_s
-    delivered = available = 0.0
-    # prompts waited and the policy gave the step some (a step it held them back in, for
-    # KV pages, says nothing of the rate: the KV estimate covers pages)
-    if s.counts[S.NUM_PENDING] > 0 and prompts_s > 0:
-        kappa = step_error(s)
-        delivered = kappa * prompts_s
-        available = duration * max(1.0 - decode_share(s, 0.0, np.inf), 0.0)
+    # (a chunk's fixed part replaces the weights read where the read hides under it)
+    modelled += max(f[S.BASE_S], f[S.PREFILL_FIXED_S] + prompts_s)
     kept = 0
     for k in range(s.counts[S.NUM_PENDING]):
         j = s.pending[k]
         if ints[STATUS, j] < FINISHED and ints[COMPUTED, j] < ints[PROMPT, j]:
             s.pending[kept] = j
             kept += 1
+    delivered = available = 0.0
+    # the policy gave the step prompt work and some still waits after it: the step shows
+    # what the policy could give (a step it held prompts back in, for KV pages, says
+    # nothing of the rate: the KV estimate covers pages; one that ended the last prompt
+    # shows how little was asked)
+    if kept > 0 and prompts_s > 0:
+        kappa = step_error(s)
+        delivered = kappa * prompts_s
+        available = duration * max(1.0 - chunk_share(s, 0.0, np.inf), 0.0)
     if kept < s.counts[S.NUM_PENDING]:
         s.counts[S.FREED] = 1  # prompts done: the ones queued behind them may fit now
     s.counts[S.NUM_PENDING] = kept
@@ -249,18 +252,24 @@ def observe(s, ints, floats, entries, sizes, finished, num_finished, duration):
 @inline_kernel
 def _remember(s, measured, modelled, delivered, available, returned):
     """One step into the calibration window (its sums kept, O(1))."""
-    t, ring = s.totals, s.ring
-    k = s.counts[S.RING_NEXT]
-    if s.counts[S.RING_LEN] == S.RING:
+    t, ring, counts = s.totals, s.ring, s.counts
+    k = counts[S.RING_NEXT]
+    if counts[S.RING_LEN] == S.RING:
         for column, total in enumerate(WINDOW_TOTALS):
             t[total] -= ring[k, column]
+        if ring[k, 3] > 0:
+            counts[S.RATE_STEPS] -= 1
     else:
-        s.counts[S.RING_LEN] += 1
+        counts[S.RING_LEN] += 1
     ring[k, 0], ring[k, 1], ring[k, 2], ring[k, 3] = measured, modelled, delivered, available
-    ring[k, 4] = returned
+    ring[k, 4], ring[k, 5] = returned, measured * measured
     for column, total in enumerate(WINDOW_TOTALS):
         t[total] += ring[k, column]
-    s.counts[S.RING_NEXT] = (k + 1) % S.RING
+    if available > 0:
+        counts[S.RATE_STEPS] += 1
+    elif counts[S.RATE_STEPS] == 0:  # (what subtracting left is rounding, not a rate)
+        t[S.DELIVERED_S] = t[S.AVAILABLE_S] = 0.0
+    counts[S.RING_NEXT] = (k + 1) % S.RING
 
 
 @inline_kernel

@@ -15,24 +15,27 @@ import numpy as np
 __all__ = ["GateState", "linearise_prefill", "new_gate_state", "no_gate_state"]
 
 # Entries of `fparams`: a decode step's fixed seconds, its seconds per sequence and per
-# context token; a prompt's seconds per token and per causal pair; the KV watermark; the
-# decode share the gate admits up to; the tick bounds; the low-priority margin; the horizon
-# over which arrivals' prompt work is averaged into a rate.
-(BASE_S, C_SEQ_S, C_KV_S, PREFILL_TOKEN_S, PREFILL_PAIR_S, WATERMARK, DECODE_CAP, MIN_TICK_S,
- MAX_TICK_S, LOW_MARGIN, RATE_HORIZON_S) = range(11)
+# context token; a prompt's seconds per token and per causal pair, and the fixed seconds of
+# a step that carries a prompt chunk (see `linearise_prefill`); the KV watermark; the decode
+# share the gate admits up to; the tick bounds; the low-priority margin; the horizon over
+# which arrivals' prompt work is averaged into a rate.
+(BASE_S, C_SEQ_S, C_KV_S, PREFILL_TOKEN_S, PREFILL_PAIR_S, PREFILL_FIXED_S, WATERMARK,
+ DECODE_CAP, MIN_TICK_S, MAX_TICK_S, LOW_MARGIN, RATE_HORIZON_S) = range(12)
+NUM_FPARAMS = 12
 # Entries of `iparams`: the policy's prompt order, the queue's capacity, the first low
 # priority, the long-context length, the shortest cap, steps before calibration is trusted.
 ORDER, MAX_QUEUE, LOW_PRIORITY, LONG_CONTEXT, MIN_CAPPED, MIN_OBSERVATIONS = range(6)
 ARRIVAL_ORDER, DEADLINE_ORDER = range(2)  # values of ORDER
 # Entries of `totals` (floats): the admitted decode load (seconds of decoding per second);
 # then the calibration window's sums: measured step seconds, the model's step seconds, the
-# model's prompt seconds delivered, the prompt seconds the model said were available, and
-# the KV pages that admitted requests returned.
-LOAD, MEASURED_S, MODELLED_S, DELIVERED_S, AVAILABLE_S, RETURNED_PAGES = range(6)
+# model's prompt seconds delivered, the prompt seconds the model said were available, the KV
+# pages that admitted requests returned, and the squares of the measured step seconds.
+LOAD, MEASURED_S, MODELLED_S, DELIVERED_S, AVAILABLE_S, RETURNED_PAGES, MEASURED_SQ = range(7)
 # Entries of `counts` (ints): admitted requests not ended (`admitted`), admitted prompts not
 # computed (`pending`), queued requests, whether capacity came back since the last poll, the
-# calibration ring's next slot and fill.
-NUM_ADMITTED, NUM_PENDING, NUM_QUEUED, FREED, RING_NEXT, RING_LEN = range(6)
+# calibration ring's next slot and fill, and how many of the ring's steps measured the
+# prompt rate (their sums are zeroed when none is left, not left to rounding).
+NUM_ADMITTED, NUM_PENDING, NUM_QUEUED, FREED, RING_NEXT, RING_LEN, RATE_STEPS = range(7)
 MAX_CLASSES = 16  # distinct SLO targets the gate keeps apart (more share the last slot)
 RING = 256  # steps in the calibration window
 MAX_REASONS = 64  # reason codes the decision counts cover
@@ -55,39 +58,42 @@ class GateState(NamedTuple):
     ttft_targets: np.ndarray  # float64 per class: TTFT targets seen at arrival
     class_work_s: np.ndarray  # float64 per class: admitted prompt seconds, decayed
     class_time_s: np.ndarray  # float64 per class: when `class_work_s` was last decayed
-    ring: np.ndarray  # float64 (RING, 5): a step's measured, modelled, delivered, available
-    # seconds and returned pages
+    ring: np.ndarray  # float64 (RING, 6): a step's measured, modelled, delivered, available
+    # seconds, returned pages and measured seconds squared
     decisions: np.ndarray  # int64 (4, MAX_REASONS): decisions by action and reason
     scratch_f: np.ndarray  # float64 per request: sort keys
     scratch_i: np.ndarray  # int64 per request: sorted rows
     cached: np.ndarray  # int64 per request: prompt tokens cached when last decided on
 
 
-def linearise_prefill(step_model, probe_tokens: int = 2048) -> tuple[float, float]:
+def linearise_prefill(step_model, probe_tokens: int = 2048) -> tuple[float, float, float]:
     """A prompt chunk's seconds per token and per causal pair, by finite differences of
-    `step_model` past its fixed part (the weights floor), so that a prompt of `u` tokens
-    after `c` computed costs about `a * u + b * (u * c + u * (u + 1) / 2)`."""
+    `step_model` where prompts are compute-bound, so that a prompt of `u` tokens after `c`
+    computed costs about `a * u + b * (u * c + u * (u + 1) / 2)`; and that line's intercept,
+    the fixed seconds of a step carrying a chunk: below the weights read of a decode step
+    wherever the read hides under the chunk's arithmetic (a roofline's max, not a sum)."""
     step = step_model.step_time_parts
     t = probe_tokens
-    per_token = max((step(2 * t, 0, 0, 0) - step(t, 0, 0, 0)) / t, 0.0)
+    one = step(t, 0, 0, 0)
+    per_token = max((step(2 * t, 0, 0, 0) - one) / t, 0.0)
     pairs = t * t
     per_pair = max((step(t, 2 * pairs, 0, 0) - step(t, pairs, 0, 0)) / pairs, 0.0)
-    return per_token, per_pair
+    return per_token, per_pair, max(one - per_token * t, 0.0)
 
 
 def new_gate_state(fparams: np.ndarray, iparams: np.ndarray, num_requests: int) -> GateState:
     """A fresh state for a run of `num_requests` (parameters laid out as above)."""
     n = max(num_requests, 1)
     return GateState(
-        np.asarray(fparams, np.float64), np.asarray(iparams, np.int64), np.zeros(6),
-        np.zeros(6, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n),
+        np.asarray(fparams, np.float64), np.asarray(iparams, np.int64), np.zeros(7),
+        np.zeros(7, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n),
         np.zeros(n, np.int64),
         np.zeros(n, np.int64), np.zeros(MAX_CLASSES), np.zeros(MAX_CLASSES, np.int64),
         np.full(MAX_CLASSES, np.nan), np.zeros(MAX_CLASSES), np.zeros(MAX_CLASSES),
-        np.zeros((RING, 5)), np.zeros((4, MAX_REASONS), np.int64), np.zeros(n),
+        np.zeros((RING, 6)), np.zeros((4, MAX_REASONS), np.int64), np.zeros(n),
         np.zeros(n, np.int64), np.zeros(n, np.int64))
 
 
 def no_gate_state() -> GateState:
     """A tiny state for runs without the compiled gate (the loop takes one either way)."""
-    return new_gate_state(np.zeros(11), np.zeros(6, np.int64), 1)
+    return new_gate_state(np.zeros(NUM_FPARAMS), np.zeros(6, np.int64), 1)

@@ -11,6 +11,7 @@ from refimpl.admission import state as S
 from refimpl.config.slo import SLO
 from refimpl.sched import Request
 from refimpl.sched.plan import StepPlan
+from refimpl.sched.table import COMPUTED, PROMPT
 
 
 @pytest.fixture
@@ -39,11 +40,26 @@ def test_the_linearised_prompt_cost_matches_the_step_model(bound_gate, step_mode
     gate = bound_gate([Request(0, 0.0, 10, 10)])
     for tokens in (2048, 8192):
         exact = step_model.step_time_parts(tokens, tokens * (tokens + 1) // 2, 0, 0)
-        # the fixed part of a step is the decodes' (base) share; a chunk adds the rest (for a
-        # small chunk the gate over-counts the tokens that ride under the weights' read: a
-        # safe error, which the delivery calibration takes back)
-        assert _prompt_s(gate, tokens) == pytest.approx(exact - gate.state.fparams[S.BASE_S],
-                                                        rel=0.25)
+        # a chunk's step costs the line's intercept and the chunk's seconds
+        fixed = gate.state.fparams[S.PREFILL_FIXED_S]
+        assert _prompt_s(gate, tokens) == pytest.approx(exact - fixed, rel=0.05)
+
+
+def test_a_chunk_step_pays_less_than_the_weights_read_where_the_read_hides_under_it(
+        make_engine):
+    from refimpl.config import HardwareSpec, ModelConfig
+    from refimpl.costmodel.choose import step_time_model
+
+    # on a GPU preset a 2,048-token chunk is compute-bound: the weights read of a decode step
+    # (`base`) overlaps its arithmetic, so the line through big chunks meets 0 tokens lower
+    model = ModelConfig.preset("llama-3-8b")
+    step_model = step_time_model(model, HardwareSpec.preset("h100-sxm"))
+    per_token, _, fixed = S.linearise_prefill(step_model)
+    base = step_model.step_time_parts(0, 0, 1, 1)
+    assert 0 < fixed < 0.7 * base
+    for tokens in (2048, 4096):
+        assert step_model.step_time_parts(tokens, 0, 0, 0) == pytest.approx(
+            fixed + per_token * tokens, rel=0.02)
 
 
 def test_decode_admits_up_to_the_decode_cap_at_each_requests_pace(bound_gate):
@@ -116,3 +132,84 @@ def test_the_step_error_is_learned_and_halves_the_decode_room(bound_gate):
     cap = AdmissionConfig().decode_cap
     assert room(slow) == pytest.approx((cap / 2 - fixed) / per_request, abs=1.5)
     assert room(honest) == pytest.approx((cap - fixed) / per_request, abs=1.5)
+
+
+def _chunk(row, tokens):
+    return StepPlan(prefill=((row, tokens),))
+
+
+NO_END = np.zeros(0, np.int64)
+
+
+def test_the_prompt_rate_is_learned_only_from_steps_where_prompts_still_waited(bound_gate):
+    from refimpl.admission import capacity as C
+
+    slo = SLO(ttft_s=1000.0, tpot_s=0.1)
+    gate = bound_gate([Request(i, 0.0, 8000, 1, slo=slo) for i in range(2)])
+    for i in range(2):
+        assert gate.on_arrival(i, 0.0).action is Action.ACCEPT
+    ints = gate.ctx.arrays.ints
+    for _ in range(AdmissionConfig().min_observations):
+        gate.observe(StepPlan(), NO_END, 0.01, 0.0)
+    # request 0's last chunk: tiny against its long step, but request 1 still waits, so the
+    # step says the policy gave prompts a tenth of what the model thought free
+    ints[COMPUTED, 0] = ints[PROMPT, 0]
+    gate.observe(_chunk(0, 64), NO_END, 0.2, 0.0)
+    assert gate.state.counts[S.RATE_STEPS] == 1
+    assert C.delivery(gate.state) == C.ETA_RANGE[0]
+    # request 1's last chunk, the same: nothing waits after it, so it says how little was
+    # asked, not what could be given, and the rate is not learned from it
+    ints[COMPUTED, 1] = ints[PROMPT, 1]
+    other = bound_gate([Request(i, 0.0, 8000, 1, slo=slo) for i in range(2)])
+    assert other.on_arrival(0, 0.0).action is Action.ACCEPT
+    other_ints = other.ctx.arrays.ints
+    for _ in range(AdmissionConfig().min_observations):
+        other.observe(StepPlan(), NO_END, 0.01, 0.0)
+    other_ints[COMPUTED, 0] = other_ints[PROMPT, 0]
+    other.observe(_chunk(0, 64), NO_END, 0.2, 0.0)
+    assert other.state.counts[S.RATE_STEPS] == 0
+    assert C.delivery(other.state) == 1.0
+
+
+def test_the_prompt_rate_forgets_exactly_once_its_steps_leave_the_window(bound_gate):
+    from refimpl.admission import capacity as C
+
+    slo = SLO(ttft_s=1000.0, tpot_s=0.1)
+    gate = bound_gate([Request(0, 0.0, 100_000, 1, slo=slo)])
+    assert gate.on_arrival(0, 0.0).action is Action.ACCEPT
+    # three chunks of different sizes (their sums do not cancel exactly when subtracted)
+    for tokens, duration in ((100, 0.1), (200, 0.2), (300, 0.3)):
+        gate.observe(_chunk(0, tokens), NO_END, duration, 0.0)
+    assert gate.state.counts[S.RATE_STEPS] == 3
+    for _ in range(S.RING):
+        gate.observe(StepPlan(), NO_END, 0.01, 0.0)
+    assert gate.state.counts[S.RATE_STEPS] == 0
+    assert gate.state.totals[S.DELIVERED_S] == gate.state.totals[S.AVAILABLE_S] == 0.0
+    assert C.delivery(gate.state) == 1.0  # untrusted: no step measured it
+
+
+def test_a_newcomer_waits_for_the_step_in_flight_not_for_a_whole_tick(bound_gate):
+    from refimpl.admission import capacity as C
+
+    # a batch request decodes at a 0.5 s pace (the `slo` tick would be 0.25 s), in steps as
+    # long as the model says: an interactive prompt of 0.1 s of work meets a 0.2 s target
+    patient = Request(0, 0.0, 100, 10_000, slo=SLO(ttft_s=30.0, tpot_s=0.5))
+    probe = bound_gate([Request(0, 0.0, 10, 10)])
+    tokens = min(p for p in range(1, 8000) if _prompt_s(probe, p) >= 0.1)
+    urgent = Request(1, 0.0, tokens, 1, slo=SLO(ttft_s=0.2, tpot_s=0.05))
+    gate = bound_gate([patient, urgent])
+    f = gate.state.fparams
+    assert gate.on_arrival(0, 0.0).action is Action.ACCEPT
+    gate.ctx.arrays.ints[COMPUTED, 0] = 100  # its prompt is done: nothing pending
+    step = f[S.BASE_S] + f[S.C_SEQ_S] + f[S.C_KV_S] * 100
+    for _ in range(AdmissionConfig().min_observations):
+        gate.observe(StepPlan(decode=(0,)), NO_END, step, 0.0)
+    assert C.step_error(gate.state) == pytest.approx(1.0)
+    assert C.tick_s(gate.state, np.inf) == pytest.approx(0.25)
+    assert C.granularity_s(gate.state) == pytest.approx(step / 2)  # E[d^2] / (2 E[d])
+    assert gate.on_arrival(1, 0.0).action is Action.ACCEPT
+    # one long step in the window weighs as the likelier to be in flight
+    gate.observe(StepPlan(decode=(0,)), NO_END, 0.5, 0.0)
+    durations = np.array([step] * AdmissionConfig().min_observations + [0.5])
+    assert C.granularity_s(gate.state) == pytest.approx(
+        (durations**2).sum() / (2 * durations.sum()))
