@@ -29,6 +29,13 @@ Two capacities bound what a deadline-paced scheduler (seed section 6) can serve:
   its room from them);
   pages it lacks come back at the rate the admitted requests were seen returning them, and
   its first token waits for them.
+What is left of the error is learned too: each admitted request's predicted first token is
+noted, and how much later it came (the first token ends the step that completes the prompt,
+chunks share steps, later admissions' decodes slow the rate) is kept per TTFT class as a
+running mean and variance; a newcomer's slack keeps room for that mean plus `LATENESS_Z`
+deviations (the `lateness_quantile` of a normal reading), which is what stops a gate that
+admits up to the edge of its point estimate from turning half of those admitted late under
+overload, while a model found early lowers it.
 Both are calibrated online by the error of their own predictions, not by observed latencies
 (a deadline-paced scheduler spends TPOT slack on purpose, so observed TPOTs sit near their
 targets whether or not there is room): `kappa` is the measured step time over the model's, and
@@ -61,11 +68,14 @@ from refimpl.sched.table import (
 __all__ = [
     "assess",
     "chunk_share",
+    "class_of",
     "decode_load",
     "decode_share",
     "delivery",
     "granularity_s",
     "kv_projection",
+    "lateness_s",
+    "learn_lateness",
     "prompt_rate",
     "prompt_seconds",
     "remaining_s",
@@ -218,6 +228,36 @@ def wait_s(work, rate, tighter_rate, tighter_work):
 
 
 @inline_kernel
+def class_of(targets, target):
+    """The slot of TTFT class `target` (-1: not seen)."""
+    for c in range(S.MAX_CLASSES):
+        if targets[c] == target:
+            return c
+    return -1
+
+
+@inline_kernel
+def lateness_s(s, target):
+    """How much later than predicted a first token of TTFT class `target` may come: the
+    class's mean lateness plus `LATENESS_Z` deviations (0 until `MIN_OBSERVATIONS` are in)."""
+    c = class_of(s.ttft_targets, target)
+    if c < 0 or s.lateness[S.SEEN, c] < s.iparams[S.MIN_OBSERVATIONS]:
+        return 0.0
+    return s.lateness[S.MEAN_S, c] + s.fparams[S.LATENESS_Z] * np.sqrt(s.lateness[S.VAR_S2, c])
+
+
+@inline_kernel
+def learn_lateness(lateness, c, late_s):
+    """One first token `late_s` later than predicted into class `c`'s moments (a running
+    mean, then exponentially weighted over about `LATENESS_WINDOW` tokens)."""
+    lateness[S.SEEN, c] += 1
+    weight = max(1.0 / lateness[S.SEEN, c], 1.0 / S.LATENESS_WINDOW)
+    delta = late_s - lateness[S.MEAN_S, c]
+    lateness[S.MEAN_S, c] += weight * delta
+    lateness[S.VAR_S2, c] = (1.0 - weight) * (lateness[S.VAR_S2, c] + weight * delta * delta)
+
+
+@inline_kernel
 def return_rate(s):
     """KV pages per second that admitted requests gave back over the window (0: none seen)."""
     if s.totals[S.MEASURED_S] <= 0:
@@ -253,10 +293,11 @@ def kv_projection(s, ints, floats, i, output, page_size):
 @kernel
 def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
     """(slack of request `i`'s first token against its TTFT target if admitted now with
-    `output` tokens, the work ahead of it counted `1 / margin` times; 1 if it would push an
-    on-time admitted prompt late; its decode share; the slack left once it also waited for
-    KV pages, +inf when they are there, -inf when none are seen coming back; the KV
-    projection with it) (module doc)."""
+    `output` tokens, the work ahead of it counted `1 / margin` times, less its class's
+    lateness; 1 if it would push an on-time admitted prompt late; its decode share; the
+    slack left once it also waited for KV pages, +inf when they are there, -inf when none
+    are seen coming back; the KV projection with it) (module doc). Notes the predicted first
+    token in `s.predicted`."""
     f, cached = s.fparams, s.cached
     load = decode_load(f, ints, floats, i, output)
     tpot = floats[TPOT_SLO, i] if output >= 2 else np.inf
@@ -281,10 +322,13 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
             s.scratch_f[num_later] = floats[ARRIVAL, j] + floats[TTFT_SLO, j]
             num_later += 1
     tick = granularity_s(s)
+    first_token = now + tick + wait_s(ahead + own, rate_with, tighter_rate, tighter_work)
     # a margin below 1 makes the work ahead weigh more (low priority gives way under load,
-    # never when the machine is idle: its own prompt is not scaled)
-    slack = deadline - (now + tick + wait_s(ahead / margin + own, rate_with, tighter_rate,
-                                            tighter_work / margin))
+    # never when the machine is idle: its own prompt is not scaled); the slack keeps room
+    # for how late first tokens of its class came against these predictions
+    late = lateness_s(s, floats[TTFT_SLO, i])
+    slack = deadline - late - (now + tick + wait_s(ahead / margin + own, rate_with,
+                                                   tighter_rate, tighter_work / margin))
     harm = 0
     if num_later > 0 and slack >= 0:
         harm = _delays_on_time(s, ints, floats, num_later, ahead + own, own, now + tick,
@@ -299,8 +343,13 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
     kv_slack = np.inf
     if short > 0:
         returned = return_rate(s)
-        kv_slack = (deadline - (now + short / returned + tick + own / rate_with)
-                    if returned > 0 else -np.inf)
+        if returned > 0:
+            after_pages = now + short / returned + tick + own / rate_with
+            first_token = max(first_token, after_pages)
+            kv_slack = deadline - late - after_pages
+        else:
+            kv_slack = -np.inf
+    s.predicted[i] = first_token
     return slack, harm, share_with, kv_slack, projected
 
 

@@ -11,6 +11,7 @@ prompts not yet computed), a step's upkeep O(that + the step's requests).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -47,16 +48,20 @@ class AdmissionConfig:
     max_queue: int = 64  # requests the admission queue holds
     min_observations: int = 20  # steps before the calibration is trusted
     rate_horizon_s: float = 10.0  # arrivals' prompt work is averaged over about this long
+    lateness_quantile: float = 0.9  # first tokens later than predicted: plan for this share
     min_tick_s: float = 1e-3  # the scheduler's tick bounds (as the `slo` policy's)
     max_tick_s: float = 0.25
 
     def __post_init__(self) -> None:
         for name in ("kv_watermark", "low_priority_margin", "decode_cap", "rate_horizon_s",
-                     "min_tick_s", "max_tick_s"):
+                     "min_tick_s", "max_tick_s", "lateness_quantile"):
             positive_real(name, getattr(self, name))
         for name in ("kv_watermark", "low_priority_margin", "decode_cap"):
             if getattr(self, name) > 1:
                 raise ConfigError(name, getattr(self, name), "is a fraction, at most 1")
+        if self.lateness_quantile >= 1:
+            raise ConfigError("lateness_quantile", self.lateness_quantile,
+                              "is a quantile, strictly between 0 and 1")
         if self.min_tick_s > self.max_tick_s:
             raise ConfigError("min_tick_s", self.min_tick_s,
                               f"must be <= max_tick_s={self.max_tick_s}")
@@ -89,8 +94,9 @@ class AdmissionController(Gate):
                  S.PREFILL_FIXED_S]] = (costs.base_s, costs.c_seq_s, costs.c_kv_s, per_token,
                                         per_pair, min(prefill_fixed, costs.base_s))
         fparams[[S.WATERMARK, S.DECODE_CAP, S.MIN_TICK_S, S.MAX_TICK_S, S.LOW_MARGIN,
-                 S.RATE_HORIZON_S]] = (c.kv_watermark, c.decode_cap, c.min_tick_s,
-                                       c.max_tick_s, c.low_priority_margin, c.rate_horizon_s)
+                 S.RATE_HORIZON_S, S.LATENESS_Z]] = (
+            c.kv_watermark, c.decode_cap, c.min_tick_s, c.max_tick_s, c.low_priority_margin,
+            c.rate_horizon_s, NormalDist().inv_cdf(c.lateness_quantile))
         order = S.DEADLINE_ORDER if ctx.prefill_order == "deadline" else S.ARRIVAL_ORDER
         iparams = np.array([order, c.max_queue, c.low_priority, c.long_context_tokens,
                             c.min_capped_tokens, c.min_observations], np.int64)

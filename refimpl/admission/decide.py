@@ -38,8 +38,10 @@ from refimpl.admission import state as S
 from refimpl.admission.capacity import (
     assess,
     chunk_share,
+    class_of,
     decode_load,
     granularity_s,
+    learn_lateness,
     prompt_rate,
     prompt_seconds,
     remaining_s,
@@ -53,6 +55,7 @@ from refimpl.sched.table import (
     COMPUTED,
     DELAYS_ADMITTED,
     FINISHED,
+    FIRST_TOKEN,
     GENERATED,
     KV_WATERMARK,
     MAX_NEW,
@@ -231,6 +234,10 @@ def observe(s, ints, floats, entries, sizes, finished, num_finished, duration):
         if ints[STATUS, j] < FINISHED and ints[COMPUTED, j] < ints[PROMPT, j]:
             s.pending[kept] = j
             kept += 1
+        elif ints[GENERATED, j] > 0 and s.predicted[j] == s.predicted[j]:  # (not NaN)
+            c = class_of(s.ttft_targets, floats[TTFT_SLO, j])
+            if c >= 0:  # its first token came: how late against the prediction
+                learn_lateness(s.lateness, c, floats[FIRST_TOKEN, j] - s.predicted[j])
     delivered = available = 0.0
     # the policy gave the step prompt work and some still waits after it: the step shows
     # what the policy could give (a step it held prompts back in, for KV pages, says

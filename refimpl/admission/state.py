@@ -18,10 +18,11 @@ __all__ = ["GateState", "linearise_prefill", "new_gate_state", "no_gate_state"]
 # context token; a prompt's seconds per token and per causal pair, and the fixed seconds of
 # a step that carries a prompt chunk (see `linearise_prefill`); the KV watermark; the decode
 # share the gate admits up to; the tick bounds; the low-priority margin; the horizon over
-# which arrivals' prompt work is averaged into a rate.
+# which arrivals' prompt work is averaged into a rate; the normal quantile of the first
+# tokens' lateness the gate plans for.
 (BASE_S, C_SEQ_S, C_KV_S, PREFILL_TOKEN_S, PREFILL_PAIR_S, PREFILL_FIXED_S, WATERMARK,
- DECODE_CAP, MIN_TICK_S, MAX_TICK_S, LOW_MARGIN, RATE_HORIZON_S) = range(12)
-NUM_FPARAMS = 12
+ DECODE_CAP, MIN_TICK_S, MAX_TICK_S, LOW_MARGIN, RATE_HORIZON_S, LATENESS_Z) = range(13)
+NUM_FPARAMS = 13
 # Entries of `iparams`: the policy's prompt order, the queue's capacity, the first low
 # priority, the long-context length, the shortest cap, steps before calibration is trusted.
 ORDER, MAX_QUEUE, LOW_PRIORITY, LONG_CONTEXT, MIN_CAPPED, MIN_OBSERVATIONS = range(6)
@@ -37,6 +38,10 @@ LOAD, MEASURED_S, MODELLED_S, DELIVERED_S, AVAILABLE_S, RETURNED_PAGES, MEASURED
 # prompt rate (their sums are zeroed when none is left, not left to rounding).
 NUM_ADMITTED, NUM_PENDING, NUM_QUEUED, FREED, RING_NEXT, RING_LEN, RATE_STEPS = range(7)
 MAX_CLASSES = 16  # distinct SLO targets the gate keeps apart (more share the last slot)
+# Rows of `lateness`, per TTFT class: first tokens seen, then the mean and the variance of
+# their lateness against the gate's prediction, over about the last `LATENESS_WINDOW`.
+SEEN, MEAN_S, VAR_S2 = range(3)
+LATENESS_WINDOW = 64
 RING = 256  # steps in the calibration window
 MAX_REASONS = 64  # reason codes the decision counts cover
 
@@ -64,6 +69,9 @@ class GateState(NamedTuple):
     scratch_f: np.ndarray  # float64 per request: sort keys
     scratch_i: np.ndarray  # int64 per request: sorted rows
     cached: np.ndarray  # int64 per request: prompt tokens cached when last decided on
+    predicted: np.ndarray  # float64 per request: its first token's time, as predicted when
+    # last decided on (NaN: never predicted, e.g. forced in)
+    lateness: np.ndarray  # float64 (3, MAX_CLASSES): SEEN, MEAN_S, VAR_S2 rows
 
 
 def linearise_prefill(step_model, probe_tokens: int = 2048) -> tuple[float, float, float]:
@@ -91,7 +99,8 @@ def new_gate_state(fparams: np.ndarray, iparams: np.ndarray, num_requests: int) 
         np.zeros(n, np.int64), np.zeros(MAX_CLASSES), np.zeros(MAX_CLASSES, np.int64),
         np.full(MAX_CLASSES, np.nan), np.zeros(MAX_CLASSES), np.zeros(MAX_CLASSES),
         np.zeros((RING, 6)), np.zeros((4, MAX_REASONS), np.int64), np.zeros(n),
-        np.zeros(n, np.int64), np.zeros(n, np.int64))
+        np.zeros(n, np.int64), np.zeros(n, np.int64), np.full(n, np.nan),
+        np.zeros((3, MAX_CLASSES)))
 
 
 def no_gate_state() -> GateState:
