@@ -29,13 +29,16 @@ Two capacities bound what a deadline-paced scheduler (seed section 6) can serve:
   its room from them);
   pages it lacks come back at the rate the admitted requests were seen returning them, and
   its first token waits for them.
-What is left of the error is learned too: each admitted request's predicted first token is
-noted, and how much later it came (the first token ends the step that completes the prompt,
-chunks share steps, later admissions' decodes slow the rate) is kept per TTFT class as a
-running mean and variance; a newcomer's slack keeps room for that mean plus `LATENESS_Z`
-deviations (the `lateness_quantile` of a normal reading), which is what stops a gate that
-admits up to the edge of its point estimate from turning half of those admitted late under
-overload, while a model found early lowers it.
+What is left of the error is learned too: each admitted request's predicted wait for its
+first token is noted, and how much later it came (the first token ends the step that
+completes the prompt, chunks share steps, later admissions' decodes slow the rate) is kept
+per TTFT class as lateness per predicted second (first tokens weighted by their waits,
+decayed over the rate horizon); a newcomer's slack keeps room for that mean plus
+`LATENESS_Z` deviations (the `lateness_quantile` of a normal reading), times its own
+predicted wait. That is what stops a gate that admits up to the edge of its point estimate
+from turning half of those admitted late under overload; a model found pessimistic shortens
+the waits instead (by at most `MAX_EARLY`); and being proportional to the wait, a queue's
+errors never turn away what an idle machine would serve at once.
 Both are calibrated online by the error of their own predictions, not by observed latencies
 (a deadline-paced scheduler spends TPOT slack on purpose, so observed TPOTs sit near their
 targets whether or not there is room): `kappa` is the measured step time over the model's, and
@@ -85,6 +88,9 @@ __all__ = [
     "wait_s",
 ]
 
+# A class's first tokens found early shorten its predicted waits by at most this share (a
+# guard, as `ETA_RANGE`: a few early tokens on a quiet machine say little of a busy one).
+MAX_EARLY = 0.5
 # The delivery calibration is clipped to this range, a guard against a window of a few
 # steps that say little (a model that far off is better caught by `kappa`).
 ETA_RANGE = (0.5, 2.0)
@@ -237,24 +243,39 @@ def class_of(targets, target):
 
 
 @inline_kernel
-def lateness_s(s, target):
-    """How much later than predicted a first token of TTFT class `target` may come: the
-    class's mean lateness plus `LATENESS_Z` deviations (0 until `MIN_OBSERVATIONS` are in)."""
+def lateness_s(s, target, wait_s):
+    """How much later than predicted a first token of TTFT class `target` predicted `wait_s`
+    ahead may come: the class's lateness per predicted second (its mean, weighting each
+    first token by its predicted wait, plus `LATENESS_Z` deviations; never below
+    `-MAX_EARLY`) times `wait_s`; 0 until `MIN_OBSERVATIONS` are in. Proportional to the
+    wait, so a queue's errors never lock out what an idle machine serves at once."""
     c = class_of(s.ttft_targets, target)
     if c < 0 or s.lateness[S.SEEN, c] < s.iparams[S.MIN_OBSERVATIONS]:
         return 0.0
-    return s.lateness[S.MEAN_S, c] + s.fparams[S.LATENESS_Z] * np.sqrt(s.lateness[S.VAR_S2, c])
+    seen_wait, late, late_sq = (s.lateness[S.SUM_WAIT_S, c], s.lateness[S.SUM_LATE_S, c],
+                                s.lateness[S.SUM_LATE_SQ, c])
+    if seen_wait <= 0:
+        return 0.0
+    per_s = late / seen_wait
+    spread = np.sqrt(max(late_sq / seen_wait - per_s * per_s, 0.0))
+    return max(per_s + s.fparams[S.LATENESS_Z] * spread, -MAX_EARLY) * wait_s
 
 
 @inline_kernel
-def learn_lateness(lateness, c, late_s):
-    """One first token `late_s` later than predicted into class `c`'s moments (a running
-    mean, then exponentially weighted over about `LATENESS_WINDOW` tokens)."""
-    lateness[S.SEEN, c] += 1
-    weight = max(1.0 / lateness[S.SEEN, c], 1.0 / S.LATENESS_WINDOW)
-    delta = late_s - lateness[S.MEAN_S, c]
-    lateness[S.MEAN_S, c] += weight * delta
-    lateness[S.VAR_S2, c] = (1.0 - weight) * (lateness[S.VAR_S2, c] + weight * delta * delta)
+def learn_lateness(s, c, decided, predicted, came):
+    """A first token of class `c` that came at `came`, predicted at `decided` for `predicted`,
+    into the class's sums (decayed over the rate horizon first)."""
+    wait = predicted - decided
+    if wait <= 0:
+        return
+    row = s.lateness
+    decay = np.exp(-max(came - row[S.LATENESS_T, c], 0.0) / s.fparams[S.RATE_HORIZON_S])
+    late = came - predicted
+    row[S.SEEN, c] += 1
+    row[S.SUM_WAIT_S, c] = row[S.SUM_WAIT_S, c] * decay + wait
+    row[S.SUM_LATE_S, c] = row[S.SUM_LATE_S, c] * decay + late
+    row[S.SUM_LATE_SQ, c] = row[S.SUM_LATE_SQ, c] * decay + late * late / wait
+    row[S.LATENESS_T, c] = came
 
 
 @inline_kernel
@@ -296,8 +317,8 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
     `output` tokens, the work ahead of it counted `1 / margin` times, less its class's
     lateness; 1 if it would push an on-time admitted prompt late; its decode share; the
     slack left once it also waited for KV pages, +inf when they are there, -inf when none
-    are seen coming back; the KV projection with it) (module doc). Notes the predicted first
-    token in `s.predicted`."""
+    are seen coming back; the KV projection with it) (module doc). Notes the prediction in
+    `s.prediction`."""
     f, cached = s.fparams, s.cached
     load = decode_load(f, ints, floats, i, output)
     tpot = floats[TPOT_SLO, i] if output >= 2 else np.inf
@@ -326,7 +347,7 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
     # a margin below 1 makes the work ahead weigh more (low priority gives way under load,
     # never when the machine is idle: its own prompt is not scaled); the slack keeps room
     # for how late first tokens of its class came against these predictions
-    late = lateness_s(s, floats[TTFT_SLO, i])
+    late = lateness_s(s, floats[TTFT_SLO, i], first_token - now)
     slack = deadline - late - (now + tick + wait_s(ahead / margin + own, rate_with,
                                                    tighter_rate, tighter_work / margin))
     harm = 0
@@ -349,7 +370,7 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
             kv_slack = deadline - late - after_pages
         else:
             kv_slack = -np.inf
-    s.predicted[i] = first_token
+    s.prediction[S.DECIDED_S, i], s.prediction[S.FIRST_TOKEN_S, i] = now, first_token
     return slack, harm, share_with, kv_slack, projected
 
 

@@ -234,10 +234,12 @@ def observe(s, ints, floats, entries, sizes, finished, num_finished, duration):
         if ints[STATUS, j] < FINISHED and ints[COMPUTED, j] < ints[PROMPT, j]:
             s.pending[kept] = j
             kept += 1
-        elif ints[GENERATED, j] > 0 and s.predicted[j] == s.predicted[j]:  # (not NaN)
+        elif ints[GENERATED, j] > 0 and s.prediction[S.FIRST_TOKEN_S, j] == s.prediction[
+                S.FIRST_TOKEN_S, j]:  # (not NaN: the gate predicted it)
             c = class_of(s.ttft_targets, floats[TTFT_SLO, j])
             if c >= 0:  # its first token came: how late against the prediction
-                learn_lateness(s.lateness, c, floats[FIRST_TOKEN, j] - s.predicted[j])
+                learn_lateness(s, c, s.prediction[S.DECIDED_S, j],
+                               s.prediction[S.FIRST_TOKEN_S, j], floats[FIRST_TOKEN, j])
     delivered = available = 0.0
     # the policy gave the step prompt work and some still waits after it: the step shows
     # what the policy could give (a step it held prompts back in, for KV pages, says

@@ -38,10 +38,13 @@ LOAD, MEASURED_S, MODELLED_S, DELIVERED_S, AVAILABLE_S, RETURNED_PAGES, MEASURED
 # prompt rate (their sums are zeroed when none is left, not left to rounding).
 NUM_ADMITTED, NUM_PENDING, NUM_QUEUED, FREED, RING_NEXT, RING_LEN, RATE_STEPS = range(7)
 MAX_CLASSES = 16  # distinct SLO targets the gate keeps apart (more share the last slot)
-# Rows of `lateness`, per TTFT class: first tokens seen, then the mean and the variance of
-# their lateness against the gate's prediction, over about the last `LATENESS_WINDOW`.
-SEEN, MEAN_S, VAR_S2 = range(3)
-LATENESS_WINDOW = 64
+# Rows of `lateness`, per TTFT class: first tokens seen; then, decayed over the rate horizon,
+# the sums of the predicted waits `w`, of the seconds `e` their first tokens came after the
+# prediction, and of `e^2 / w`; and when they were last decayed.
+SEEN, SUM_WAIT_S, SUM_LATE_S, SUM_LATE_SQ, LATENESS_T = range(5)
+# Rows of `prediction`, per request: when the gate last decided on it, and the first token's
+# time it predicted then (NaN: never predicted, e.g. forced in).
+DECIDED_S, FIRST_TOKEN_S = range(2)
 RING = 256  # steps in the calibration window
 MAX_REASONS = 64  # reason codes the decision counts cover
 
@@ -69,9 +72,8 @@ class GateState(NamedTuple):
     scratch_f: np.ndarray  # float64 per request: sort keys
     scratch_i: np.ndarray  # int64 per request: sorted rows
     cached: np.ndarray  # int64 per request: prompt tokens cached when last decided on
-    predicted: np.ndarray  # float64 per request: its first token's time, as predicted when
-    # last decided on (NaN: never predicted, e.g. forced in)
-    lateness: np.ndarray  # float64 (3, MAX_CLASSES): SEEN, MEAN_S, VAR_S2 rows
+    prediction: np.ndarray  # float64 (2, per request): DECIDED_S, FIRST_TOKEN_S rows
+    lateness: np.ndarray  # float64 (5, MAX_CLASSES): SEEN ... LATENESS_T rows
 
 
 def linearise_prefill(step_model, probe_tokens: int = 2048) -> tuple[float, float, float]:
@@ -99,8 +101,8 @@ def new_gate_state(fparams: np.ndarray, iparams: np.ndarray, num_requests: int) 
         np.zeros(n, np.int64), np.zeros(MAX_CLASSES), np.zeros(MAX_CLASSES, np.int64),
         np.full(MAX_CLASSES, np.nan), np.zeros(MAX_CLASSES), np.zeros(MAX_CLASSES),
         np.zeros((RING, 6)), np.zeros((4, MAX_REASONS), np.int64), np.zeros(n),
-        np.zeros(n, np.int64), np.zeros(n, np.int64), np.full(n, np.nan),
-        np.zeros((3, MAX_CLASSES)))
+        np.zeros(n, np.int64), np.zeros(n, np.int64), np.full((2, n), np.nan),
+        np.zeros((5, MAX_CLASSES)))
 
 
 def no_gate_state() -> GateState:

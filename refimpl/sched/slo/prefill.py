@@ -6,7 +6,10 @@ it in `PrefillQueue` order, each whole before the next starts, so several short 
 tick and a long one is chunked; the first prompt that does not fit whole ends the walk. Tight
 decode slack or a big decode backlog shrink `C`; loose slack grows it. Above the KV watermark
 no new prompt starts while decodes run (they free pages as they finish; with nothing decoding,
-holding back would only stall). At most `MAX_HEADS` prompts are looked at per tick.
+holding back would only stall). Nor does one while the decode set it would join is full
+(`max_batch`, as vLLM's `max_num_seqs`): decodes past one batch would split every TPOT period
+into more steps, each paying the weights read for a few tokens, and leave prompts no time.
+At most `MAX_HEADS` prompts are looked at per tick.
 
 When nothing at all can run and the pool is full of half-done prompts, the last-queued prompt
 holding pages (latest deadline, then highest id) is preempted so that another can run.
@@ -42,13 +45,15 @@ def choose_prefill(policy, draft: TickDraft, step_model, budget_s: float, num_de
     chunks: list[tuple[int, int]] = []
     tokens = pairs = pages = 0
     looked = 0
+    room = policy.max_batch - len(draft.decode)  # prompts that may still join the decodes
     waiting = draft.waiting()
     requests = draft.requests
     for _, i in waiting:
         if tokens >= max_chunk or looked >= MAX_HEADS:
             break
         looked += 1  # bounded: a queue held back at the watermark costs a bounded look
-        if held_back and not kv.holds_slot(i):  # no new prompt starts above the mark
+        new = not kv.holds_slot(i)
+        if new and (held_back or room <= 0):  # no new prompt starts above the mark
             continue
         computed, held = kv.num_computed(i), kv.pages_held(i)
 
@@ -68,6 +73,7 @@ def choose_prefill(policy, draft: TickDraft, step_model, budget_s: float, num_de
         if high == 0:
             break
         chunks.append((i, high))
+        room -= new
         more_pairs, more_pages = grown(high, computed, held)
         tokens, pairs, pages = tokens + high, pairs + more_pairs, pages + more_pages
         if cut_short:

@@ -13,7 +13,15 @@ from refimpl.sched.slo.compiled.projection import (
     _pages_held,
 )
 from refimpl.sched.slo.compiled.queues import _before
-from refimpl.sched.slo.compiled.state import HEAP_LEN, MAX_CHUNK, MAX_HEADS, PJ_FREE, WATERMARK
+from refimpl.sched.slo.compiled.state import (
+    DEC_COUNT,
+    HEAP_LEN,
+    MAX_BATCH,
+    MAX_CHUNK,
+    MAX_HEADS,
+    PJ_FREE,
+    WATERMARK,
+)
 from refimpl.sched.table import GENERATED, PROMPT, REQUEST_ID
 
 _step_s = inline_kernel(step_s)  # the one step-time formula, compiled
@@ -70,6 +78,7 @@ def _choose_prefill(s, coefficients, ints, floats, kv, entries, sizes, budget_s,
     size = st[HEAP_LEN]
     tokens = pairs = pages = 0
     looked = num_chunks = 0
+    room = ip[MAX_BATCH] - st[DEC_COUNT]  # prompts that may still join the decodes
     num_frontier = 0
     if size > 0:
         num_frontier = _frontier_push(frontier, 0, 0, heap, key_deadline, key_left, ints,
@@ -85,11 +94,11 @@ def _choose_prefill(s, coefficients, ints, floats, kv, entries, sizes, budget_s,
         if tokens >= max_chunk or looked >= MAX_HEADS:
             break
         looked += 1
-        if held_back and not _holds_slot(s, kv, i):
+        new = not _holds_slot(s, kv, i)
+        if new and (held_back or room <= 0):
             continue
         computed, held = _num_computed(s, ints, i), _pages_held(s, kv, i)
-        if kv.prefix.enabled and computed == 0 and not _holds_slot(s, kv, i) and _flags(
-                s, i) == 0:
+        if kv.prefix.enabled and computed == 0 and new and _flags(s, i) == 0:
             # a prefix-cache hit: its cached pages count as held, less the idle ones it pins
             computed, pinned = kvp.prefix_start(kv, i, 0, ints[PROMPT, i])
             held = computed // page_size - pinned
@@ -109,6 +118,8 @@ def _choose_prefill(s, coefficients, ints, floats, kv, entries, sizes, budget_s,
             break
         p.add_prefill(entries, sizes, i, high)
         num_chunks += 1
+        if new:
+            room -= 1
         tokens += high
         pairs += high * computed + high * (high + 1) // 2
         pages += -(-(computed + high) // page_size) - held
