@@ -32,8 +32,8 @@ Two capacities bound what a deadline-paced scheduler (seed section 6) can serve:
 What is left of the error is learned too: each admitted request's predicted wait for its
 first token is noted, and how much later it came (the first token ends the step that
 completes the prompt, chunks share steps, later admissions' decodes slow the rate) is kept
-per TTFT class as lateness per predicted second (first tokens weighted by their waits,
-decayed over the rate horizon); a newcomer's slack keeps room for that mean plus
+per TTFT class as lateness per predicted second (a least-squares slope over the class's
+first tokens, decayed over the rate horizon); a newcomer's slack keeps room for that plus
 `LATENESS_Z` deviations (the `lateness_quantile` of a normal reading), times its own
 predicted wait. That is what stops a gate that admits up to the edge of its point estimate
 from turning half of those admitted late under overload; a model found pessimistic shortens
@@ -245,19 +245,19 @@ def class_of(targets, target):
 @inline_kernel
 def lateness_s(s, target, wait_s):
     """How much later than predicted a first token of TTFT class `target` predicted `wait_s`
-    ahead may come: the class's lateness per predicted second (its mean, weighting each
-    first token by its predicted wait, plus `LATENESS_Z` deviations; never below
+    ahead may come: the class's lateness per predicted second (the least-squares slope of
+    lateness on predicted wait, plus `LATENESS_Z` deviations of it; never below
     `-MAX_EARLY`) times `wait_s`; 0 until `MIN_OBSERVATIONS` are in. Proportional to the
-    wait, so a queue's errors never lock out what an idle machine serves at once."""
+    wait, so a queue's errors never turn away what an idle machine serves at once; weighted
+    by the waits, so short waits (a step's granularity, large against them) barely count."""
     c = class_of(s.ttft_targets, target)
     if c < 0 or s.lateness[S.SEEN, c] < s.iparams[S.MIN_OBSERVATIONS]:
         return 0.0
-    seen_wait, late, late_sq = (s.lateness[S.SUM_WAIT_S, c], s.lateness[S.SUM_LATE_S, c],
-                                s.lateness[S.SUM_LATE_SQ, c])
-    if seen_wait <= 0:
+    ww, ew, ee = s.lateness[S.SUM_WW, c], s.lateness[S.SUM_EW, c], s.lateness[S.SUM_EE, c]
+    if ww <= 0:
         return 0.0
-    per_s = late / seen_wait
-    spread = np.sqrt(max(late_sq / seen_wait - per_s * per_s, 0.0))
+    per_s = ew / ww
+    spread = np.sqrt(max(ee / ww - per_s * per_s, 0.0))
     return max(per_s + s.fparams[S.LATENESS_Z] * spread, -MAX_EARLY) * wait_s
 
 
@@ -272,9 +272,9 @@ def learn_lateness(s, c, decided, predicted, came):
     decay = np.exp(-max(came - row[S.LATENESS_T, c], 0.0) / s.fparams[S.RATE_HORIZON_S])
     late = came - predicted
     row[S.SEEN, c] += 1
-    row[S.SUM_WAIT_S, c] = row[S.SUM_WAIT_S, c] * decay + wait
-    row[S.SUM_LATE_S, c] = row[S.SUM_LATE_S, c] * decay + late
-    row[S.SUM_LATE_SQ, c] = row[S.SUM_LATE_SQ, c] * decay + late * late / wait
+    row[S.SUM_WW, c] = row[S.SUM_WW, c] * decay + wait * wait
+    row[S.SUM_EW, c] = row[S.SUM_EW, c] * decay + late * wait
+    row[S.SUM_EE, c] = row[S.SUM_EE, c] * decay + late * late
     row[S.LATENESS_T, c] = came
 
 

@@ -39,9 +39,9 @@ LOAD, MEASURED_S, MODELLED_S, DELIVERED_S, AVAILABLE_S, RETURNED_PAGES, MEASURED
 NUM_ADMITTED, NUM_PENDING, NUM_QUEUED, FREED, RING_NEXT, RING_LEN, RATE_STEPS = range(7)
 MAX_CLASSES = 16  # distinct SLO targets the gate keeps apart (more share the last slot)
 # Rows of `lateness`, per TTFT class: first tokens seen; then, decayed over the rate horizon,
-# the sums of the predicted waits `w`, of the seconds `e` their first tokens came after the
-# prediction, and of `e^2 / w`; and when they were last decayed.
-SEEN, SUM_WAIT_S, SUM_LATE_S, SUM_LATE_SQ, LATENESS_T = range(5)
+# the sums of `w^2`, `e * w` and `e^2` over their predicted waits `w` and the seconds `e` they
+# came after the prediction; and when they were last decayed.
+SEEN, SUM_WW, SUM_EW, SUM_EE, LATENESS_T = range(5)
 # Rows of `prediction`, per request: when the gate last decided on it, and the first token's
 # time it predicted then (NaN: never predicted, e.g. forced in).
 DECIDED_S, FIRST_TOKEN_S = range(2)
