@@ -29,6 +29,9 @@ Two capacities bound what a deadline-paced scheduler (seed section 6) can serve:
   its room from them);
   pages it lacks come back at the rate the admitted requests were seen returning them, and
   its first token waits for them.
+- **Slots.** A policy that runs at most `max_running` requests at once (vLLM's
+  `max_num_seqs`, `slo`'s `max_batch`) starts a prompt only once those it serves before it
+  leave a slot: they end at the rate admitted requests were seen ending.
 What is left of the error is learned too: each admitted request's predicted wait for its
 first token is noted, and how much later it came (the first token ends the step that
 completes the prompt, chunks share steps, later admissions' decodes slow the rate) is kept
@@ -75,6 +78,7 @@ __all__ = [
     "decode_load",
     "decode_share",
     "delivery",
+    "end_rate",
     "granularity_s",
     "kv_projection",
     "lateness_s",
@@ -279,6 +283,14 @@ def learn_lateness(s, c, decided, predicted, came):
 
 
 @inline_kernel
+def end_rate(s):
+    """Admitted requests per second that ended over the window (0: none seen)."""
+    if s.totals[S.MEASURED_S] <= 0:
+        return 0.0
+    return s.totals[S.ENDED] / s.totals[S.MEASURED_S]
+
+
+@inline_kernel
 def return_rate(s):
     """KV pages per second that admitted requests gave back over the window (0: none seen)."""
     if s.totals[S.MEASURED_S] <= 0:
@@ -317,7 +329,8 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
     `output` tokens, the work ahead of it counted `1 / margin` times, less its class's
     lateness; 1 if it would push an on-time admitted prompt late; its decode share; the
     slack left once it also waited for KV pages, +inf when they are there, -inf when none
-    are seen coming back; the KV projection with it) (module doc). Notes the prediction in
+    are seen coming back; the same for a slot under the policy's `max_running`; the KV
+    projection with it) (module doc). Notes the prediction in
     `s.prediction`."""
     f, cached = s.fparams, s.cached
     load = decode_load(f, ints, floats, i, output)
@@ -325,7 +338,7 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
     share_with = decode_share(s, load, tpot)
     deadline = floats[ARRIVAL, i] + floats[TTFT_SLO, i]
     if share_with >= 1.0:
-        return -np.inf, 0, share_with, np.inf, 0
+        return -np.inf, 0, share_with, np.inf, np.inf, 0
     rate_with = prompt_rate(s, load, tpot)  # model prompt seconds per second
     own = remaining_s(f, cached, ints, i)
     tighter_rate, tighter_work = tighter_arrivals(s, floats, i, now)
@@ -370,8 +383,20 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
             kv_slack = deadline - late - after_pages
         else:
             kv_slack = -np.inf
+    # a slot: a policy that runs at most `MAX_RUNNING` requests starts a prompt only once
+    # those it serves before it (decoding, or prompts ahead) leave one
+    slot_slack = np.inf
+    excess = s.counts[S.NUM_ADMITTED] - num_later + 1 - s.iparams[S.MAX_RUNNING]
+    if s.iparams[S.MAX_RUNNING] > 0 and excess > 0:
+        ending = end_rate(s)
+        if ending > 0:
+            after_slots = now + excess / ending + tick + own / rate_with
+            first_token = max(first_token, after_slots)
+            slot_slack = deadline - late - after_slots
+        else:
+            slot_slack = -np.inf
     s.prediction[S.DECIDED_S, i], s.prediction[S.FIRST_TOKEN_S, i] = now, first_token
-    return slack, harm, share_with, kv_slack, projected
+    return slack, harm, share_with, kv_slack, slot_slack, projected
 
 
 @kernel

@@ -31,7 +31,8 @@ __all__ = ["REASONS", "AdmissionConfig", "AdmissionController"]
 ACTIONS = (Action.ACCEPT, Action.QUEUE, Action.DEGRADE, Action.REJECT)  # by loop code
 # Every reason a request can be queued, degraded or refused for (the last two by the loop).
 GATE_REASONS = ("ttft_capacity", "tpot_capacity", "delays_admitted", "kv_watermark",
-                "queue_full", "queue_timeout", "exceeds_context", "exceeds_kv_capacity")
+                "max_running", "queue_full", "queue_timeout", "exceeds_context",
+                "exceeds_kv_capacity")
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ class AdmissionController(Gate):
             c.rate_horizon_s, NormalDist().inv_cdf(c.lateness_quantile))
         order = S.DEADLINE_ORDER if ctx.prefill_order == "deadline" else S.ARRIVAL_ORDER
         iparams = np.array([order, c.max_queue, c.low_priority, c.long_context_tokens,
-                            c.min_capped_tokens, c.min_observations], np.int64)
+                            c.min_capped_tokens, c.min_observations, ctx.max_running], np.int64)
         self.state = S.new_gate_state(fparams, iparams, len(ctx.requests))
         self._out = np.zeros((4, max(len(ctx.requests), 1)), np.int64)
 

@@ -12,9 +12,12 @@ the load grows, and not at all on an idle machine):
    what the others leave under the watermark, a long-context low-priority request is
    degraded instead: its output is capped to fit (it ends `length_capped`), unless that
    leaves under `min_capped` (then it is decided as any other).
-3. `tpot_capacity`: with it, decoding would take more than `decode_cap` of the machine:
+3. `max_running`: the policy runs at most that many requests at once and those it serves
+   before this one fill them: they end too slowly (at the rate admitted requests were seen
+   ending) for its deadline, rejected; none seen ending yet, queued, else rejected.
+4. `tpot_capacity`: with it, decoding would take more than `decode_cap` of the machine:
    queued until the decode load falls, else rejected.
-4. `delays_admitted`: it would push a prompt due after it, on time now, past its deadline:
+5. `delays_admitted`: it would push a prompt due after it, on time now, past its deadline:
    queued (the other may soon be done), else rejected.
 A request's prompt work is what its computed tokens leave, or, before it starts, what the
 prefix cache's hit for it leaves (looked up when the gate decides; a prefix other requests
@@ -59,6 +62,7 @@ from refimpl.sched.table import (
     GENERATED,
     KV_WATERMARK,
     MAX_NEW,
+    MAX_RUNNING,
     PRIORITY,
     PROMPT,
     QUEUE_FULL,
@@ -75,7 +79,7 @@ __all__ = ["arrive", "commit", "decide", "observe", "poll"]
 ACCEPT, QUEUE, DEGRADE, REJECT = range(4)  # the loop's action codes
 # The calibration window's columns, in order, and the totals each one sums into.
 WINDOW_TOTALS = (S.MEASURED_S, S.MODELLED_S, S.DELIVERED_S, S.AVAILABLE_S, S.RETURNED_PAGES,
-                 S.MEASURED_SQ)
+                 S.MEASURED_SQ, S.ENDED)
 
 
 @kernel
@@ -89,7 +93,7 @@ def decide(s, ints, floats, kv, i, now):
     output = ints[MAX_NEW, i]
     total = ints[PROMPT, i] + output
     pages, num_pages = kvm.pages_for(total, kv.page_size), kv.num_pages
-    slack, harm, share, kv_slack, projected = assess(
+    slack, harm, share, kv_slack, slot_slack, projected = assess(
         s, ints, floats, i, now, output, f[S.LOW_MARGIN] if is_low else 1.0, kv.page_size,
         num_pages)
     waits = QUEUE if s.counts[S.NUM_ADMITTED] > 0 else REJECT
@@ -102,6 +106,8 @@ def decide(s, ints, floats, kv, i, now):
             return DEGRADE, KV_WATERMARK, cap
     if kv_slack < 0:
         return (waits if kv_slack == -np.inf else REJECT), KV_WATERMARK, 0
+    if slot_slack < 0:
+        return (waits if slot_slack == -np.inf else REJECT), MAX_RUNNING, 0
     if share > f[S.DECODE_CAP]:
         return waits, TPOT_CAPACITY, 0
     if harm:
@@ -252,14 +258,14 @@ def observe(s, ints, floats, entries, sizes, finished, num_finished, duration):
     if kept < s.counts[S.NUM_PENDING]:
         s.counts[S.FREED] = 1  # prompts done: the ones queued behind them may fit now
     s.counts[S.NUM_PENDING] = kept
-    returned = _forget_finished(s, ints, floats, finished, num_finished)
+    returned, ended = _forget_finished(s, ints, floats, finished, num_finished)
     if duration > 0:
-        _remember(s, duration, modelled, delivered, available, returned)
+        _remember(s, duration, modelled, delivered, available, returned, ended)
     return s.counts[S.NUM_QUEUED]
 
 
 @inline_kernel
-def _remember(s, measured, modelled, delivered, available, returned):
+def _remember(s, measured, modelled, delivered, available, returned, ended):
     """One step into the calibration window (its sums kept, O(1))."""
     t, ring, counts = s.totals, s.ring, s.counts
     k = counts[S.RING_NEXT]
@@ -271,7 +277,7 @@ def _remember(s, measured, modelled, delivered, available, returned):
     else:
         counts[S.RING_LEN] += 1
     ring[k, 0], ring[k, 1], ring[k, 2], ring[k, 3] = measured, modelled, delivered, available
-    ring[k, 4], ring[k, 5] = returned, measured * measured
+    ring[k, 4], ring[k, 5], ring[k, 6] = returned, measured * measured, ended
     for column, total in enumerate(WINDOW_TOTALS):
         t[total] += ring[k, column]
     if available > 0:
@@ -284,13 +290,14 @@ def _remember(s, measured, modelled, delivered, available, returned):
 @inline_kernel
 def _forget_finished(s, ints, floats, finished, num_finished):
     """Release the reservations of the admitted requests that ended in the step; returns
-    the KV peaks given back."""
-    returned = 0
+    the KV peaks given back and how many ended."""
+    returned = ended = 0
     for k in range(num_finished):
         i = finished[k]
         if s.pages[i] == 0:
             continue
         returned += s.pages[i]
+        ended += 1
         s.pages[i] = 0
         s.totals[S.LOAD] -= s.load[i]
         if s.load[i] > 0:
@@ -307,4 +314,4 @@ def _forget_finished(s, ints, floats, finished, num_finished):
         s.counts[S.NUM_ADMITTED] = kept
     if s.counts[S.NUM_ADMITTED] == 0:
         s.totals[S.LOAD] = 0.0  # no drift left over from the sums
-    return returned
+    return returned, ended

@@ -24,14 +24,18 @@ __all__ = ["GateState", "linearise_prefill", "new_gate_state", "no_gate_state"]
  DECODE_CAP, MIN_TICK_S, MAX_TICK_S, LOW_MARGIN, RATE_HORIZON_S, LATENESS_Z) = range(13)
 NUM_FPARAMS = 13
 # Entries of `iparams`: the policy's prompt order, the queue's capacity, the first low
-# priority, the long-context length, the shortest cap, steps before calibration is trusted.
-ORDER, MAX_QUEUE, LOW_PRIORITY, LONG_CONTEXT, MIN_CAPPED, MIN_OBSERVATIONS = range(6)
+# priority, the long-context length, the shortest cap, steps before calibration is trusted,
+# the most requests the policy runs at once (0: no cap).
+ORDER, MAX_QUEUE, LOW_PRIORITY, LONG_CONTEXT, MIN_CAPPED, MIN_OBSERVATIONS, MAX_RUNNING = range(7)
+NUM_IPARAMS = 7
 ARRIVAL_ORDER, DEADLINE_ORDER = range(2)  # values of ORDER
 # Entries of `totals` (floats): the admitted decode load (seconds of decoding per second);
 # then the calibration window's sums: measured step seconds, the model's step seconds, the
 # model's prompt seconds delivered, the prompt seconds the model said were available, the KV
-# pages that admitted requests returned, and the squares of the measured step seconds.
-LOAD, MEASURED_S, MODELLED_S, DELIVERED_S, AVAILABLE_S, RETURNED_PAGES, MEASURED_SQ = range(7)
+# pages that admitted requests returned, the squares of the measured step seconds, and the
+# admitted requests that ended.
+(LOAD, MEASURED_S, MODELLED_S, DELIVERED_S, AVAILABLE_S, RETURNED_PAGES, MEASURED_SQ,
+ ENDED) = range(8)
 # Entries of `counts` (ints): admitted requests not ended (`admitted`), admitted prompts not
 # computed (`pending`), queued requests, whether capacity came back since the last poll, the
 # calibration ring's next slot and fill, and how many of the ring's steps measured the
@@ -66,8 +70,8 @@ class GateState(NamedTuple):
     ttft_targets: np.ndarray  # float64 per class: TTFT targets seen at arrival
     class_work_s: np.ndarray  # float64 per class: admitted prompt seconds, decayed
     class_time_s: np.ndarray  # float64 per class: when `class_work_s` was last decayed
-    ring: np.ndarray  # float64 (RING, 6): a step's measured, modelled, delivered, available
-    # seconds, returned pages and measured seconds squared
+    ring: np.ndarray  # float64 (RING, 7): a step's measured, modelled, delivered, available
+    # seconds, returned pages, measured seconds squared and ended requests
     decisions: np.ndarray  # int64 (4, MAX_REASONS): decisions by action and reason
     scratch_f: np.ndarray  # float64 per request: sort keys
     scratch_i: np.ndarray  # int64 per request: sorted rows
@@ -95,16 +99,16 @@ def new_gate_state(fparams: np.ndarray, iparams: np.ndarray, num_requests: int) 
     """A fresh state for a run of `num_requests` (parameters laid out as above)."""
     n = max(num_requests, 1)
     return GateState(
-        np.asarray(fparams, np.float64), np.asarray(iparams, np.int64), np.zeros(7),
+        np.asarray(fparams, np.float64), np.asarray(iparams, np.int64), np.zeros(8),
         np.zeros(7, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n),
         np.zeros(n, np.int64),
         np.zeros(n, np.int64), np.zeros(MAX_CLASSES), np.zeros(MAX_CLASSES, np.int64),
         np.full(MAX_CLASSES, np.nan), np.zeros(MAX_CLASSES), np.zeros(MAX_CLASSES),
-        np.zeros((RING, 6)), np.zeros((4, MAX_REASONS), np.int64), np.zeros(n),
+        np.zeros((RING, 7)), np.zeros((4, MAX_REASONS), np.int64), np.zeros(n),
         np.zeros(n, np.int64), np.zeros(n, np.int64), np.full((2, n), np.nan),
         np.zeros((5, MAX_CLASSES)))
 
 
 def no_gate_state() -> GateState:
     """A tiny state for runs without the compiled gate (the loop takes one either way)."""
-    return new_gate_state(np.zeros(NUM_FPARAMS), np.zeros(6, np.int64), 1)
+    return new_gate_state(np.zeros(NUM_FPARAMS), np.zeros(NUM_IPARAMS, np.int64), 1)

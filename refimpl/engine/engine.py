@@ -189,7 +189,7 @@ class Engine:
             lambda: _ring(q.waiting, q.sizes[WAIT_HEAD], q.sizes[WAIT_LEN]),
             lambda: q.running[:q.sizes[NUM_RUNNING]].copy(),
             self.executor.step_model, self.model, self.hardware, self.cost_table, arrays,
-            self.policy.prefill_order)
+            self.policy.prefill_order, self.policy.max_running)
         return arrays, context
 
     def _progress_every(self, progress: Progress | None) -> int:

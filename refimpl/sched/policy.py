@@ -55,6 +55,7 @@ class PolicyContext:
     cost_table: Any = None  # the kernels' CostTable, where there is one
     arrays: Any = None  # the run's own arrays (RunArrays), for compiled decisions and tests
     prefill_order: str = "arrival"  # the policy's `prefill_order` (what admission predicts)
+    max_running: int = 0  # the policy's `max_running` (what admission predicts)
 
 
 class Policy:
@@ -63,6 +64,7 @@ class Policy:
     name = "custom"
     code = PYTHON
     prefill_order = "arrival"  # the order prompts are served in: "arrival" or "deadline"
+    max_running = 0  # the most requests it runs at once (0: no cap of its own)
     ctx: PolicyContext
 
     def bind(self, ctx: PolicyContext) -> None:
@@ -99,6 +101,11 @@ class BuiltinPolicy(Policy):
         positive_int("token_budget", token_budget)
         self.max_num_seqs = max_num_seqs  # most requests running at once
         self.token_budget = token_budget  # most tokens computed in one step
+
+    @property
+    def max_running(self) -> int:
+        """The most requests it runs at once: `max_num_seqs`."""
+        return self.max_num_seqs
 
     def schedule(self, now_s: float) -> StepPlan:
         """The compiled decision runs inside the loop; `refimpl.engine.plan_once` runs it once

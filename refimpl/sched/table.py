@@ -27,10 +27,10 @@ WAITING, RUNNING, FINISHED, REJECTED = (int(s) for s in RequestStatus)
 # Every reason a request ends or is refused for; index 0 is "no reason yet".
 REASONS = ("", "completed", "length_capped", "exceeds_context", "exceeds_kv_capacity",
            "unschedulable", "ttft_capacity", "tpot_capacity", "delays_admitted",
-           "kv_watermark", "queue_full", "queue_timeout", "ttft_unattainable")
+           "kv_watermark", "queue_full", "queue_timeout", "ttft_unattainable", "max_running")
 (NO_REASON, COMPLETED, LENGTH_CAPPED, EXCEEDS_CONTEXT, EXCEEDS_KV_CAPACITY, UNSCHEDULABLE,
  TTFT_CAPACITY, TPOT_CAPACITY, DELAYS_ADMITTED, KV_WATERMARK, QUEUE_FULL, QUEUE_TIMEOUT,
- TTFT_UNATTAINABLE) = range(13)  # (the last: `edf`'s TTFT guard, unattainable even alone)
+ TTFT_UNATTAINABLE, MAX_RUNNING) = range(14)  # (`edf`'s TTFT guard: unattainable even alone)
 
 # Rows of `ints`, then of `floats`, each in `Request` field names.
 INT_FIELDS = ("status", "prompt_tokens", "max_new_tokens", "num_computed", "num_generated",

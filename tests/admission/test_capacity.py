@@ -3,15 +3,18 @@ pace, the prompt work ahead in the policy's order, and the online calibration.""
 
 from __future__ import annotations
 
+from statistics import NormalDist
+
 import numpy as np
 import pytest
 
 from refimpl.admission import Action, AdmissionConfig, AdmissionController
+from refimpl.admission import capacity as C
 from refimpl.admission import state as S
 from refimpl.config.slo import SLO
 from refimpl.sched import Request
 from refimpl.sched.plan import StepPlan
-from refimpl.sched.table import COMPUTED, PROMPT
+from refimpl.sched.table import COMPUTED, FIRST_TOKEN, GENERATED, PROMPT
 
 
 @pytest.fixture
@@ -142,8 +145,6 @@ NO_END = np.zeros(0, np.int64)
 
 
 def test_the_prompt_rate_is_learned_only_from_steps_where_prompts_still_waited(bound_gate):
-    from refimpl.admission import capacity as C
-
     slo = SLO(ttft_s=1000.0, tpot_s=0.1)
     gate = bound_gate([Request(i, 0.0, 8000, 1, slo=slo) for i in range(2)])
     for i in range(2):
@@ -172,8 +173,6 @@ def test_the_prompt_rate_is_learned_only_from_steps_where_prompts_still_waited(b
 
 
 def test_the_prompt_rate_forgets_exactly_once_its_steps_leave_the_window(bound_gate):
-    from refimpl.admission import capacity as C
-
     slo = SLO(ttft_s=1000.0, tpot_s=0.1)
     gate = bound_gate([Request(0, 0.0, 100_000, 1, slo=slo)])
     assert gate.on_arrival(0, 0.0).action is Action.ACCEPT
@@ -189,8 +188,6 @@ def test_the_prompt_rate_forgets_exactly_once_its_steps_leave_the_window(bound_g
 
 
 def test_a_newcomer_waits_for_the_step_in_flight_not_for_a_whole_tick(bound_gate):
-    from refimpl.admission import capacity as C
-
     # a batch request decodes at a 0.5 s pace (the `slo` tick would be 0.25 s), in steps as
     # long as the model says: an interactive prompt of 0.1 s of work meets a 0.2 s target
     patient = Request(0, 0.0, 100, 10_000, slo=SLO(ttft_s=30.0, tpot_s=0.5))
@@ -213,3 +210,81 @@ def test_a_newcomer_waits_for_the_step_in_flight_not_for_a_whole_tick(bound_gate
     durations = np.array([step] * AdmissionConfig().min_observations + [0.5])
     assert C.granularity_s(gate.state) == pytest.approx(
         (durations**2).sum() / (2 * durations.sum()))
+
+
+def _first_tokens_late(gate, rows, late_per_s):
+    """Accept `rows` at 0 s, then let each first token come `late_per_s` of its predicted
+    wait after the gate's prediction, and show the gate the step."""
+    a = gate.ctx.arrays
+    for i in rows:
+        assert gate.on_arrival(i, 0.0).action is Action.ACCEPT
+    for i in rows:
+        decided, predicted = gate.state.prediction[:, i]
+        a.floats[FIRST_TOKEN, i] = predicted + late_per_s * (predicted - decided)
+        a.ints[COMPUTED, i], a.ints[GENERATED, i] = a.ints[PROMPT, i], 1
+    gate.observe(StepPlan(), NO_END, 0.01, 0.0)
+
+
+def _slack(gate, i):
+    a = gate.ctx.arrays
+    return C.assess(gate.state, a.ints, a.floats, i, 0.0, 1, 1.0, a.kv.page_size,
+                    a.kv.num_pages)[0]
+
+
+def test_the_gate_keeps_room_for_how_late_first_tokens_came_against_its_predictions(
+        bound_gate):
+    slo = SLO(ttft_s=5.0, tpot_s=0.1)
+    config = AdmissionConfig(min_observations=8)
+    requests = [Request(i, 0.0, 100 * (i + 1), 1, slo=slo) for i in range(12)]
+    learned, control = bound_gate(requests, config=config), bound_gate(requests, config=config)
+    # eight first tokens, each 10% of its (different) predicted wait late
+    _first_tokens_late(learned, range(8), 0.1)
+    _first_tokens_late(control, range(8), 0.0)
+    assert learned.state.lateness[S.SEEN, 0] == 8
+    assert C.lateness_s(learned.state, 5.0, 2.0) == pytest.approx(0.2)  # 10% of 2 s
+    assert C.lateness_s(control.state, 5.0, 2.0) == pytest.approx(0.0, abs=1e-9)
+    # a newcomer's slack keeps that room, in proportion to its own predicted wait
+    slack_learned, slack_control = _slack(learned, 11), _slack(control, 11)
+    wait = learned.state.prediction[S.FIRST_TOKEN_S, 11]
+    assert slack_control - slack_learned == pytest.approx(0.1 * wait)
+    # another class learned nothing; and too few first tokens are not trusted
+    assert C.lateness_s(learned.state, 0.5, 2.0) == 0.0
+    few = bound_gate(requests, config=config)
+    _first_tokens_late(few, range(7), 0.1)
+    assert C.lateness_s(few.state, 5.0, 2.0) == 0.0
+
+
+def test_lateness_spread_widens_the_room_and_early_tokens_shorten_it_at_most_by_half(
+        bound_gate):
+    slo = SLO(ttft_s=5.0, tpot_s=0.1)
+    config = AdmissionConfig(min_observations=8, lateness_quantile=0.9)
+    requests = [Request(i, 0.0, 100 * (i + 1), 1, slo=slo) for i in range(8)]
+    spread = bound_gate(requests, config=config)
+    a = spread.ctx.arrays
+    for i in range(8):
+        assert spread.on_arrival(i, 0.0).action is Action.ACCEPT
+    waits = spread.state.prediction[S.FIRST_TOKEN_S, :8] - spread.state.prediction[S.DECIDED_S, :8]
+    ratios = np.array([0.0, 0.2] * 4)  # half on time, half 20% late
+    a.floats[FIRST_TOKEN, :8] = spread.state.prediction[S.FIRST_TOKEN_S, :8] + ratios * waits
+    a.ints[COMPUTED, :8], a.ints[GENERATED, :8] = a.ints[PROMPT, :8], 1
+    spread.observe(StepPlan(), NO_END, 0.01, 0.0)
+    slope = (ratios * waits**2).sum() / (waits**2).sum()
+    deviation = np.sqrt(((ratios * waits) ** 2).sum() / (waits**2).sum() - slope**2)
+    z = NormalDist().inv_cdf(0.9)
+    # (the sums decay a little between first tokens that come apart)
+    assert C.lateness_s(spread.state, 5.0, 1.0) == pytest.approx(slope + z * deviation,
+                                                                  rel=2e-3)
+    early = bound_gate(requests, config=config)
+    _first_tokens_late(early, range(8), -0.9)  # every first token far earlier than predicted
+    assert C.lateness_s(early.state, 5.0, 1.0) == pytest.approx(-C.MAX_EARLY)
+
+
+def test_a_forced_admission_teaches_the_gate_no_lateness(bound_gate):
+    slo = SLO(ttft_s=5.0, tpot_s=0.1)
+    gate = bound_gate([Request(0, 0.0, 100, 1, slo=slo)])
+    assert gate.admit(0, 0.0).action is Action.ACCEPT  # never predicted
+    a = gate.ctx.arrays
+    a.floats[FIRST_TOKEN, 0] = 3.0
+    a.ints[COMPUTED, 0], a.ints[GENERATED, 0] = 100, 1
+    gate.observe(StepPlan(), NO_END, 0.01, 0.0)
+    assert gate.state.lateness[S.SEEN].sum() == 0

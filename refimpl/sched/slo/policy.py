@@ -112,6 +112,7 @@ class SLOPolicy(Policy):
         if min_tick_s > max_tick_s:
             raise ConfigError("min_tick_s", min_tick_s, f"must be <= max_tick_s={max_tick_s}")
         self.max_batch, self.min_tick_s, self.max_tick_s = max_batch, min_tick_s, max_tick_s
+        self.max_running = max_batch  # (a new prompt joins the decodes only below it)
         self.min_chunk, self.max_chunk, self.horizon_ticks = min_chunk, max_chunk, horizon_ticks
         self.first_bucket_tokens, self.value_mode = first_bucket_tokens, value_mode
         self.lateness_scale_s, self.kv_watermark = lateness_scale_s, kv_watermark
