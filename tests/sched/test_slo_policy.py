@@ -144,6 +144,19 @@ def test_a_preempted_request_may_start_again_in_the_same_plan():
     assert set(run.requests.status) == {"finished"}
 
 
+@pytest.mark.parametrize("checked", [True, False])
+def test_no_new_prompt_starts_while_the_decode_set_is_full(checked):
+    # twelve short prompts at once under max_batch=4: past four decoding, every TPOT period
+    # would split into a full step and steps of stragglers; a new prompt waits for a slot
+    requests = [Request(i, 0.0, 100, 300, slo=SLO(30.0, 0.5)) for i in range(12)]
+    policy = CheckedSLOPolicy(max_batch=4) if checked else make_policy("slo", max_batch=4)
+    run, _ = serve(requests, policy)
+    first, finish = run.requests.first_token_s, run.requests.finish_s
+    decoding_at = [int(((first <= t) & (finish > t)).sum()) for t in first]
+    assert max(decoding_at) == 4
+    assert set(run.requests.status) == {"finished"}
+
+
 def test_no_request_starves_under_moderate_load():
     run, _ = serve(synthetic("azure-conv-like", num_requests=400, rate=15.0, seed=2),
                    make_policy("slo"))
