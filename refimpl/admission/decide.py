@@ -38,17 +38,14 @@ import numpy as np
 
 from refimpl._numba import inline_kernel, kernel
 from refimpl.admission import state as S
+from refimpl.admission.calibration import class_of, granularity_s, learn_lateness, step_error
 from refimpl.admission.capacity import (
     assess,
     chunk_share,
-    class_of,
     decode_load,
-    granularity_s,
-    learn_lateness,
     prompt_rate,
     prompt_seconds,
     remaining_s,
-    step_error,
 )
 from refimpl.kv import manager as kvm
 from refimpl.kv import prefix_facade as kvp

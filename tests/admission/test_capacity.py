@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from refimpl.admission import Action, AdmissionConfig, AdmissionController
+from refimpl.admission import calibration as K
 from refimpl.admission import capacity as C
 from refimpl.admission import state as S
 from refimpl.config.slo import SLO
@@ -157,7 +158,7 @@ def test_the_prompt_rate_is_learned_only_from_steps_where_prompts_still_waited(b
     ints[COMPUTED, 0] = ints[PROMPT, 0]
     gate.observe(_chunk(0, 64), NO_END, 0.2, 0.0)
     assert gate.state.counts[S.RATE_STEPS] == 1
-    assert C.delivery(gate.state) == C.ETA_RANGE[0]
+    assert K.delivery(gate.state) == K.ETA_RANGE[0]
     # request 1's last chunk, the same: nothing waits after it, so it says how little was
     # asked, not what could be given, and the rate is not learned from it
     ints[COMPUTED, 1] = ints[PROMPT, 1]
@@ -169,7 +170,7 @@ def test_the_prompt_rate_is_learned_only_from_steps_where_prompts_still_waited(b
     other_ints[COMPUTED, 0] = other_ints[PROMPT, 0]
     other.observe(_chunk(0, 64), NO_END, 0.2, 0.0)
     assert other.state.counts[S.RATE_STEPS] == 0
-    assert C.delivery(other.state) == 1.0
+    assert K.delivery(other.state) == 1.0
 
 
 def test_the_prompt_rate_forgets_exactly_once_its_steps_leave_the_window(bound_gate):
@@ -184,7 +185,7 @@ def test_the_prompt_rate_forgets_exactly_once_its_steps_leave_the_window(bound_g
         gate.observe(StepPlan(), NO_END, 0.01, 0.0)
     assert gate.state.counts[S.RATE_STEPS] == 0
     assert gate.state.totals[S.DELIVERED_S] == gate.state.totals[S.AVAILABLE_S] == 0.0
-    assert C.delivery(gate.state) == 1.0  # untrusted: no step measured it
+    assert K.delivery(gate.state) == 1.0  # untrusted: no step measured it
 
 
 def test_a_newcomer_waits_for_the_step_in_flight_not_for_a_whole_tick(bound_gate):
@@ -201,14 +202,14 @@ def test_a_newcomer_waits_for_the_step_in_flight_not_for_a_whole_tick(bound_gate
     step = f[S.BASE_S] + f[S.C_SEQ_S] + f[S.C_KV_S] * 100
     for _ in range(AdmissionConfig().min_observations):
         gate.observe(StepPlan(decode=(0,)), NO_END, step, 0.0)
-    assert C.step_error(gate.state) == pytest.approx(1.0)
+    assert K.step_error(gate.state) == pytest.approx(1.0)
     assert C.tick_s(gate.state, np.inf) == pytest.approx(0.25)
-    assert C.granularity_s(gate.state) == pytest.approx(step / 2)  # E[d^2] / (2 E[d])
+    assert K.granularity_s(gate.state) == pytest.approx(step / 2)  # E[d^2] / (2 E[d])
     assert gate.on_arrival(1, 0.0).action is Action.ACCEPT
     # one long step in the window weighs as the likelier to be in flight
     gate.observe(StepPlan(decode=(0,)), NO_END, 0.5, 0.0)
     durations = np.array([step] * AdmissionConfig().min_observations + [0.5])
-    assert C.granularity_s(gate.state) == pytest.approx(
+    assert K.granularity_s(gate.state) == pytest.approx(
         (durations**2).sum() / (2 * durations.sum()))
 
 
@@ -241,17 +242,17 @@ def test_the_gate_keeps_room_for_how_late_first_tokens_came_against_its_predicti
     _first_tokens_late(learned, range(8), 0.1)
     _first_tokens_late(control, range(8), 0.0)
     assert learned.state.lateness[S.SEEN, 0] == 8
-    assert C.lateness_s(learned.state, 5.0, 2.0) == pytest.approx(0.2)  # 10% of 2 s
-    assert C.lateness_s(control.state, 5.0, 2.0) == pytest.approx(0.0, abs=1e-9)
+    assert K.lateness_s(learned.state, 5.0, 2.0) == pytest.approx(0.2)  # 10% of 2 s
+    assert K.lateness_s(control.state, 5.0, 2.0) == pytest.approx(0.0, abs=1e-9)
     # a newcomer's slack keeps that room, in proportion to its own predicted wait
     slack_learned, slack_control = _slack(learned, 11), _slack(control, 11)
     wait = learned.state.prediction[S.FIRST_TOKEN_S, 11]
     assert slack_control - slack_learned == pytest.approx(0.1 * wait)
     # another class learned nothing; and too few first tokens are not trusted
-    assert C.lateness_s(learned.state, 0.5, 2.0) == 0.0
+    assert K.lateness_s(learned.state, 0.5, 2.0) == 0.0
     few = bound_gate(requests, config=config)
     _first_tokens_late(few, range(7), 0.1)
-    assert C.lateness_s(few.state, 5.0, 2.0) == 0.0
+    assert K.lateness_s(few.state, 5.0, 2.0) == 0.0
 
 
 def test_lateness_spread_widens_the_room_and_early_tokens_shorten_it_at_most_by_half(
@@ -272,11 +273,11 @@ def test_lateness_spread_widens_the_room_and_early_tokens_shorten_it_at_most_by_
     deviation = np.sqrt(((ratios * waits) ** 2).sum() / (waits**2).sum() - slope**2)
     z = NormalDist().inv_cdf(0.9)
     # (the sums decay a little between first tokens that come apart)
-    assert C.lateness_s(spread.state, 5.0, 1.0) == pytest.approx(slope + z * deviation,
+    assert K.lateness_s(spread.state, 5.0, 1.0) == pytest.approx(slope + z * deviation,
                                                                   rel=2e-3)
     early = bound_gate(requests, config=config)
     _first_tokens_late(early, range(8), -0.9)  # every first token far earlier than predicted
-    assert C.lateness_s(early.state, 5.0, 1.0) == pytest.approx(-C.MAX_EARLY)
+    assert K.lateness_s(early.state, 5.0, 1.0) == pytest.approx(-K.MAX_EARLY)
 
 
 def test_a_forced_admission_teaches_the_gate_no_lateness(bound_gate):
