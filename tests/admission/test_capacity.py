@@ -145,32 +145,32 @@ def _chunk(row, tokens):
 NO_END = np.zeros(0, np.int64)
 
 
-def test_the_prompt_rate_is_learned_only_from_steps_where_prompts_still_waited(bound_gate):
+def _last_chunk_of_the_first(bound_gate, num_admitted):
+    """A gate with `num_admitted` long prompts admitted and calibrated, shown a step of 0.2 s
+    whose 64-token chunk ends the first prompt."""
     slo = SLO(ttft_s=1000.0, tpot_s=0.1)
     gate = bound_gate([Request(i, 0.0, 8000, 1, slo=slo) for i in range(2)])
-    for i in range(2):
+    for i in range(num_admitted):
         assert gate.on_arrival(i, 0.0).action is Action.ACCEPT
-    ints = gate.ctx.arrays.ints
     for _ in range(AdmissionConfig().min_observations):
         gate.observe(StepPlan(), NO_END, 0.01, 0.0)
-    # request 0's last chunk: tiny against its long step, but request 1 still waits, so the
-    # step says the policy gave prompts a tenth of what the model thought free
+    ints = gate.ctx.arrays.ints
     ints[COMPUTED, 0] = ints[PROMPT, 0]
     gate.observe(_chunk(0, 64), NO_END, 0.2, 0.0)
+    return gate
+
+
+def test_the_prompt_rate_is_learned_only_from_steps_where_prompts_still_waited(bound_gate):
+    # the last chunk of request 0: tiny against its long step, but request 1 still waits, so
+    # the step says the policy gave prompts a tenth of what the model thought free
+    gate = _last_chunk_of_the_first(bound_gate, 2)
     assert gate.state.counts[S.RATE_STEPS] == 1
     assert K.delivery(gate.state) == K.ETA_RANGE[0]
-    # request 1's last chunk, the same: nothing waits after it, so it says how little was
-    # asked, not what could be given, and the rate is not learned from it
-    ints[COMPUTED, 1] = ints[PROMPT, 1]
-    other = bound_gate([Request(i, 0.0, 8000, 1, slo=slo) for i in range(2)])
-    assert other.on_arrival(0, 0.0).action is Action.ACCEPT
-    other_ints = other.ctx.arrays.ints
-    for _ in range(AdmissionConfig().min_observations):
-        other.observe(StepPlan(), NO_END, 0.01, 0.0)
-    other_ints[COMPUTED, 0] = other_ints[PROMPT, 0]
-    other.observe(_chunk(0, 64), NO_END, 0.2, 0.0)
-    assert other.state.counts[S.RATE_STEPS] == 0
-    assert K.delivery(other.state) == 1.0
+    # the same with nothing waiting after it: it says how little was asked, not what could
+    # be given, and the rate is not learned from it
+    alone = _last_chunk_of_the_first(bound_gate, 1)
+    assert alone.state.counts[S.RATE_STEPS] == 0
+    assert K.delivery(alone.state) == 1.0
 
 
 def test_the_prompt_rate_forgets_exactly_once_its_steps_leave_the_window(bound_gate):
