@@ -166,12 +166,15 @@ def test_seeded_sampling_does_not_depend_on_the_batch():
 
 
 def test_each_step_records_its_prediction_and_the_calibration_absorbs_a_drift():
-    result = _serve("vllm", [(8, 150)] * 4, slowdown=Slowdown(after_step=50, factor=3.0))
+    result = _serve("vllm", [(8, 150)] * 4, slowdown=Slowdown(after_step=50, factor=6.0))
     log = result.step_log
     assert (log["offline_s"] > 0).all() and (log["measured_s"] > 0).all()
     measured, predicted = log["measured_s"], log["predicted_s"]
-    # medians: a step the OS preempts takes 10x its time on a shared machine (seen in CI)
-    assert np.median(measured[60:]) > 2.0 * np.median(measured[10:50])  # the drift is real
+    # the drift is real: measured over the offline model (so the steps' growing contexts cancel),
+    # medians (a step the OS preempts takes 10x its time), and a factor of 6 against a bar of 2
+    # because a shared machine's speed wanders up to 3x between two windows of steps (seen in CI)
+    ratio = measured / log["offline_s"]
+    assert np.median(ratio[60:]) > 2.0 * np.median(ratio[10:50])
     # the calibrated prediction (made before each step) follows the machine: after the drift
     # its error is under half the offline model's, and the detector fired; how soon it is
     # back within 10% on a quiet machine is `refimpl bench fidelity`'s figure (here step
