@@ -15,11 +15,12 @@ Two capacities bound what a deadline-paced scheduler (seed section 6) can serve:
   The newcomer's first token comes once the prompt work ahead of it in the policy's own
   order (every admitted prompt for an arrival-order policy; those due no later for a
   deadline-order one) and its own prompt are done, after the step in flight: `now + g +
-  work / r`, `g` that step's mean residual time (`granularity_s`). Under deadline order,
-  tighter classes keep arriving ahead of it at their admitted rate `rho` (model prompt
-  seconds per second): the
-  wait is then `work / (r - rho)`, a priority queue's residual rate, and never more than
-  `(work + W) / r` with `W` all the tighter work that can arrive while still due before it.
+  work / r`, `g` that step's mean residual time (`granularity_s`), `r` without its own
+  decode load (its decodes start with its first token; they slow the prompts after it).
+  Under deadline order, tighter classes keep arriving ahead of it at their admitted rate
+  `rho` (model prompt seconds per second): the wait is then `work / (r - rho)`, a priority
+  queue's residual rate, and never more than `(work + W) / r` with `W` all the tighter work
+  that can arrive while still due before it.
   Under deadline order a newcomer also delays every prompt due after it: the gate checks that
   none of those that would be on time is pushed late.
 - **KV pages.** While it lives (its TTFT target, then its output at its TPOT pace) every
@@ -108,7 +109,7 @@ def tick_s(s, extra_tpot):
 @inline_kernel
 def decode_share(s, extra_load, extra_tpot):
     """The machine's share spent decoding with `extra_load` added at TPOT `extra_tpot`."""
-    return _share(s, extra_load, extra_tpot, s.fparams[S.BASE_S])
+    return _share(s, extra_load, s.fparams[S.BASE_S], tick_s(s, extra_tpot))
 
 
 @inline_kernel
@@ -126,16 +127,16 @@ def prompt_rate(s, extra_load, extra_tpot):
 def chunk_share(s, extra_load, extra_tpot):
     """The decodes' share of a step that carries a prompt chunk (`decode_share`'s, with the
     chunk line's fixed part in place of the weights read)."""
-    return _share(s, extra_load, extra_tpot, s.fparams[S.PREFILL_FIXED_S])
+    return _share(s, extra_load, s.fparams[S.PREFILL_FIXED_S], tick_s(s, extra_tpot))
 
 
 @inline_kernel
-def _share(s, extra_load, extra_tpot, fixed_s):
-    """The decodes' share of the machine, each tick paying `fixed_s` once."""
+def _share(s, extra_load, fixed_s, tick):
+    """The decodes' share of the machine, each `tick` seconds paying `fixed_s` once."""
     load = s.totals[S.LOAD] + extra_load
     if load <= 0:
         return 0.0
-    return step_error(s) * (fixed_s / tick_s(s, extra_tpot) + load)
+    return step_error(s) * (fixed_s / tick + load)
 
 
 @inline_kernel
@@ -227,7 +228,10 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
     deadline = floats[ARRIVAL, i] + floats[TTFT_SLO, i]
     if share_with >= 1.0:
         return -np.inf, 0, share_with, np.inf, np.inf, 0
-    rate_with = prompt_rate(s, load, tpot)  # model prompt seconds per second
+    # model prompt seconds per second: while its prompt waits and runs the newcomer does not
+    # decode yet, so its own decode load slows only the prompts after it
+    # (both > 0: the decodes leave room, share_with < 1)
+    rate_own, rate_with = prompt_rate(s, 0.0, np.inf), prompt_rate(s, load, tpot)
     own = remaining_s(f, cached, ints, i)
     tighter_rate, tighter_work = tighter_arrivals(s, floats, i, now)
     ahead = 0.0
@@ -244,17 +248,17 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
             s.scratch_f[num_later] = floats[ARRIVAL, j] + floats[TTFT_SLO, j]
             num_later += 1
     tick = granularity_s(s)
-    first_token = now + tick + wait_s(ahead + own, rate_with, tighter_rate, tighter_work)
+    first_token = now + tick + wait_s(ahead + own, rate_own, tighter_rate, tighter_work)
     # a margin below 1 makes the work ahead weigh more (low priority gives way under load,
     # never when the machine is idle: its own prompt is not scaled); the slack keeps room
     # for how late first tokens of its class came against these predictions
     late = lateness_s(s, floats[TTFT_SLO, i], first_token - now)
-    slack = deadline - late - (now + tick + wait_s(ahead / margin + own, rate_with,
+    slack = deadline - late - (now + tick + wait_s(ahead / margin + own, rate_own,
                                                    tighter_rate, tighter_work / margin))
     harm = 0
     if num_later > 0 and slack >= 0:
         harm = _delays_on_time(s, ints, floats, num_later, ahead + own, own, now + tick,
-                               rate_with, prompt_rate(s, 0.0, np.inf))
+                               rate_own, rate_with)
     # pages it must wait for: a policy starts no prompt above the watermark (the `slo`
     # ladder's first rung), so that is the room the admitted requests and it grow in; for a
     # high-priority request the low-priority ones' pages are room too, since the ladder's
@@ -264,14 +268,14 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
     short = projected - (0 if is_low else low) - f[S.WATERMARK] * num_pages
     kv_slack = slot_slack = np.inf
     if short > 0:
-        after = _after_waiting(short, return_rate(s), now, tick, own, rate_with)
+        after = _after_waiting(short, return_rate(s), now, tick, own, rate_own)
         kv_slack = deadline - late - after
         first_token = max(first_token, after) if after < np.inf else first_token
     # a slot: a policy that runs at most `MAX_RUNNING` requests starts a prompt only once
     # those it serves before it (decoding, or prompts ahead) leave one
     excess = s.counts[S.NUM_ADMITTED] - num_later + 1 - s.iparams[S.MAX_RUNNING]
     if s.iparams[S.MAX_RUNNING] > 0 and excess > 0:
-        after = _after_waiting(excess, end_rate(s), now, tick, own, rate_with)
+        after = _after_waiting(excess, end_rate(s), now, tick, own, rate_own)
         slot_slack = deadline - late - after
         first_token = max(first_token, after) if after < np.inf else first_token
     s.prediction[S.DECIDED_S, i], s.prediction[S.FIRST_TOKEN_S, i] = now, first_token
@@ -279,29 +283,29 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
 
 
 @inline_kernel
-def _after_waiting(missing, rate, now, tick, own, rate_with):
+def _after_waiting(missing, rate, now, tick, own, rate_own):
     """When a first token comes that waits first for `missing` pages or requests to come
     back at `rate` per second (inf: none seen coming back)."""
     if rate <= 0:
         return np.inf
-    return now + missing / rate + tick + own / rate_with
+    return now + missing / rate + tick + own / rate_own
 
 
 @kernel
-def _delays_on_time(s, ints, floats, num_later, done_before, own, start, rate_with,
-                    rate_without):
+def _delays_on_time(s, ints, floats, num_later, done_before, own, start, rate_own,
+                    rate_with):
     """1 if some prompt in the scratch (due after the newcomer) is on time without it and
-    late with it, from `start`: walked in deadline order, each after those before it."""
-    if rate_without <= 0:  # nothing is on time without it either
-        return 0
+    late with it, from `start`: walked in deadline order, each after those before it (at
+    `rate_own` until the newcomer's prompt is done, at `rate_with` once it decodes)."""
     f, cached = s.fparams, s.cached
+    newcomer_done = start + done_before / rate_own
     order = np.argsort(s.scratch_f[:num_later], kind="mergesort")  # stable: reproducible
     work = done_before
     for k in range(num_later):
         j = s.scratch_i[order[k]]
         work += remaining_s(f, cached, ints, j)
         deadline = floats[ARRIVAL, j] + floats[TTFT_SLO, j]
-        on_time = start + (work - own) / rate_without <= deadline
-        if on_time and start + work / rate_with > deadline:
+        on_time = start + (work - own) / rate_own <= deadline
+        if on_time and newcomer_done + (work - done_before) / rate_with > deadline:
             return 1
     return 0

@@ -94,6 +94,16 @@ def test_a_prompt_that_cannot_be_done_by_its_deadline_is_rejected(bound_gate):
         "ttft_capacity")
 
 
+def test_a_newcomers_own_decodes_do_not_slow_its_own_prompt(bound_gate):
+    # its decodes start with its first token: on an idle machine the prompt that fits is
+    # admitted whatever pace its output asks for, and predicted at the prompt's own time
+    probe = bound_gate([Request(0, 0.0, 10, 10)])
+    fits = max(p for p in range(1, 8000) if _prompt_s(probe, p) <= 0.9 * 0.05)
+    gate = bound_gate([Request(0, 0.0, fits, 500, slo=SLO(ttft_s=0.05, tpot_s=0.02))])
+    assert gate.on_arrival(0, 0.0).action is Action.ACCEPT
+    assert gate.state.prediction[S.FIRST_TOKEN_S, 0] == pytest.approx(_prompt_s(gate, fits))
+
+
 def _pair(gate, tokens_a, tokens_b, policy):
     """Request 0 (loose deadline) admitted, then request 1 (tighter) decided."""
     a = Request(0, 0.0, tokens_a, 1, slo=SLO(ttft_s=0.1, tpot_s=0.1))  # (nothing decodes)
