@@ -8,7 +8,8 @@ from importlib.metadata import PackageNotFoundError, version
 
 from refimpl._version import __version__
 from refimpl.config import MODEL_PRESETS, HardwareSpec, preset_names
-from refimpl.config.probe import cache_dir, detect_caches, local_cpu_spec
+from refimpl.config.hardware import local_cpu_spec
+from refimpl.config.probe import cache_dir, detect_caches
 from refimpl.report.units import format_bytes, format_count, format_rate
 
 REQUEST_TOKENS = 4096  # the request size whose KV footprint `info` shows

@@ -13,9 +13,10 @@ from dataclasses import dataclass, replace
 
 from refimpl.config._validate import positive_int, positive_real
 from refimpl.config.efficiency import Efficiency, GemmFit, LinkFit, OpFit
+from refimpl.config.probe import local_machine
 from refimpl.errors import ConfigError
 
-__all__ = ["HARDWARE_PRESETS", "HardwareSpec"]
+__all__ = ["HARDWARE_PRESETS", "HardwareSpec", "local_cpu_spec", "preset_names"]
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,6 @@ class HardwareSpec:
     def preset(cls, name: str, *, remeasure: bool = False) -> HardwareSpec:
         """The preset `name`; `cpu-local` probes this machine once, or again if `remeasure`."""
         if name == "cpu-local":
-            from refimpl.config.probe import local_cpu_spec
-
             return local_cpu_spec(remeasure=remeasure)
         if name not in HARDWARE_PRESETS:
             raise ConfigError("hardware", name, "unknown hardware preset", choices=preset_names())
@@ -133,3 +132,14 @@ HARDWARE_PRESETS.update({
 def preset_names() -> tuple[str, ...]:
     """All hardware preset names, `cpu-local` first."""
     return ("cpu-local", *HARDWARE_PRESETS)
+
+
+def local_cpu_spec(*, remeasure: bool = False, save: bool = False) -> HardwareSpec:
+    """`HardwareSpec` of this machine: L2 per core as the SRAM budget, probed speeds
+    (refimpl.config.probe; `save` keeps the probe on disk, as only `refimpl info` does)."""
+    local = local_machine(remeasure=remeasure, save=save)
+    return HardwareSpec(
+        name="cpu-local", sram_bytes=local.sram_bytes, memory_bytes=local.memory_bytes,
+        memory_bandwidth_bytes_s=local.memory_bandwidth_bytes_s, peak_flops=local.peak_flops,
+        host_bandwidth_bytes_s=local.host_bandwidth_bytes_s, analytic=False,
+        source=local.source)

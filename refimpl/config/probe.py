@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from refimpl._timing import best_seconds
-from refimpl.config.hardware import HardwareSpec
 
-__all__ = ["CacheInfo", "cache_dir", "detect_caches", "local_cpu_spec", "machine_fingerprint"]
+__all__ = ["CacheInfo", "LocalMachine", "cache_dir", "detect_caches", "local_machine",
+           "machine_fingerprint"]
 
 _PROBE_VERSION = 1  # bump when the probe changes, so old cached figures are measured again
 _FALLBACK_L2_BYTES = 1 << 20
@@ -152,8 +152,20 @@ def _measure(l3_bytes: int) -> dict[str, float]:
 _MEASURED: dict[str, dict[str, float]] = {}
 
 
-def local_cpu_spec(*, remeasure: bool = False, save: bool = False) -> HardwareSpec:
-    """`HardwareSpec` of this machine: L2 per core as the SRAM budget, probed speeds."""
+@dataclass(frozen=True)
+class LocalMachine:
+    """What the probe found of this machine (refimpl.config.hardware makes it a preset)."""
+
+    sram_bytes: int  # L2 per core: the SRAM budget
+    memory_bytes: int
+    memory_bandwidth_bytes_s: float
+    peak_flops: float
+    host_bandwidth_bytes_s: float  # a large copy's
+    source: str
+
+
+def local_machine(*, remeasure: bool = False, save: bool = False) -> LocalMachine:
+    """This machine's caches, memory and probed speeds."""
     # The saved probe if any (and not `remeasure`), else a measurement, saved only if `save`.
     fingerprint = machine_fingerprint()
     key = json.dumps(fingerprint, sort_keys=True)
@@ -175,14 +187,12 @@ def local_cpu_spec(*, remeasure: bool = False, save: bool = False) -> HardwareSp
         tmp.write_text(json.dumps({"fingerprint": fingerprint, "figures": figures}, indent=2))
         tmp.replace(path)  # atomic: a concurrent reader sees the old or the new file
     caches = detect_caches()
-    return HardwareSpec(
-        name="cpu-local",
+    return LocalMachine(
         sram_bytes=caches.l2_bytes,
         memory_bytes=_memory_bytes(),
         memory_bandwidth_bytes_s=figures["memory_bandwidth_bytes_s"],
         peak_flops=figures["peak_flops"],
         host_bandwidth_bytes_s=figures["copy_bandwidth_bytes_s"],
-        analytic=False,
         source=f"measured on {fingerprint['cpu']}; caches from {caches.source}",
     )
 

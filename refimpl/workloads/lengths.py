@@ -14,8 +14,9 @@ Prompt and output lengths are sampled independently: their Spearman rank correla
 Source: Azure/AzurePublicDataset, data/AzureLLMInferenceTrace_{conv,code}.csv (CC BY 4.0;
 Patel et al., "Splitwise", ISCA 2024), commit 790921015d50dd6aae7f7e47f39ba0e235ad6b08.
 Fitted with `fit_quantile_table` over every row; to refit (prints the tables below):
-`python -c "import sys; from refimpl.workloads import fit_length_distribution as f;
-print(f(sys.argv[1]))" ../shared/traces/AzureLLMInferenceTrace_conv.csv` (and `..._code.csv`).
+`python -c "import sys; from refimpl.workloads import fit_length_distribution as f, load_trace;
+print(f(load_trace(sys.argv[1])))" ../shared/traces/AzureLLMInferenceTrace_conv.csv` (and
+`..._code.csv`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from refimpl.workloads.workload import Workload
 
 __all__ = [
     "AZURE_CODE_LENGTHS",
@@ -69,11 +72,8 @@ def fit_quantile_table(tokens: np.ndarray) -> QuantileTable:
     return QuantileTable(tokens=tuple(round(float(k), 1) for k in knots))
 
 
-def fit_length_distribution(path: str) -> LengthDistribution:
-    """Refit prompt and output tables from a trace file (any format `load_trace` reads)."""
-    from refimpl.workloads.load import load_trace  # load.py builds on this module
-
-    workload = load_trace(path)
+def fit_length_distribution(workload: Workload) -> LengthDistribution:
+    """Prompt and output tables fitted to `workload` (e.g. a trace `load_trace` read)."""
     return LengthDistribution(
         prompt=fit_quantile_table(workload.prompt_tokens),
         output=fit_quantile_table(workload.output_tokens),

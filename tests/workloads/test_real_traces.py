@@ -66,4 +66,4 @@ def test_the_conv_trace_loads_in_under_a_second(traces_dir):
     ("name", "fitted"), [(CONV, AZURE_CONV_LENGTHS), (CODE, AZURE_CODE_LENGTHS)]
 )
 def test_the_fitted_length_constants_are_the_fit_of_the_real_trace(traces_dir, name, fitted):
-    assert fit_length_distribution(str(traces_dir / name)) == fitted
+    assert fit_length_distribution(load_trace(traces_dir / name)) == fitted
