@@ -124,6 +124,15 @@ def prompt_rate(s, extra_load, extra_tpot):
 
 
 @inline_kernel
+def stretched_rate(s):
+    """`prompt_rate` in steps stretched to the longest tick (its fixed part paid once)."""
+    if decode_share(s, 0.0, np.inf) >= 1.0:
+        return 0.0
+    share = _share(s, 0.0, s.fparams[S.PREFILL_FIXED_S], s.fparams[S.MAX_TICK_S])
+    return delivery(s) * (1.0 - share) / step_error(s)
+
+
+@inline_kernel
 def chunk_share(s, extra_load, extra_tpot):
     """The decodes' share of a step that carries a prompt chunk (`decode_share`'s, with the
     chunk line's fixed part in place of the weights read)."""
@@ -249,6 +258,12 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
             num_later += 1
     tick = granularity_s(s)
     first_token = now + tick + wait_s(ahead + own, rate_own, tighter_rate, tighter_work)
+    if deadline_order and first_token > deadline:
+        # a deadline-order policy stretches a step past the decodes' pace for a prompt that
+        # would miss (refimpl.sched.slo.budget): its chunk's fixed part is paid once a long
+        # tick, not once a TPOT
+        rate_own = max(rate_own, stretched_rate(s))
+        first_token = now + tick + wait_s(ahead + own, rate_own, tighter_rate, tighter_work)
     # a margin below 1 makes the work ahead weigh more (low priority gives way under load,
     # never when the machine is idle: its own prompt is not scaled); the slack keeps room
     # for how late first tokens of its class came against these predictions

@@ -6,6 +6,16 @@ per-request part (`c_seq + c_kv * context`), by finite differences of the step m
 due, `clamp(min(deadline) - now, min_tick_s, max_tick_s)` (just `max_tick_s` when nothing
 decodes), and never less than the step's fixed part, the urgent decodes and (when prompts
 wait) a minimal prefill chunk take: urgent decodes are never squeezed out.
+
+A step may outlast the decodes' per-token pace while the most urgent prompt would miss its
+TTFT deadline at that pace (its work in ticks of the prompt share the budget leaves): then
+the budget stretches to hold that prompt whole, as far as the decodes' slack on the mean
+reaches (the earliest `first token + n * TPOT`: TPOT is a mean over the request, so tokens
+that came early have banked time) and `max_tick_s`. Paying the chunk's fixed part once, not
+once a TPOT, is what a long prompt under a tight TPOT needs (a 4k-token prompt on Llama-2-70B
+beside 30 ms decodes); the decodes stay urgent per token, decoded every step, so they do not
+live longer than they must (pacing their deadlines on the mean instead filled the decode set
+and the pool near capacity: docs/admission.md).
 """
 
 from __future__ import annotations
@@ -54,9 +64,28 @@ class Tick(NamedTuple):
     window_s: float  # of it, the decode batch's own time
 
 
+def _stretch(policy, decode, head: tuple[float, int, int], requests, costs: DecodeCosts,
+             step_model, budget_s: float, tick_s: float, urgent_s: float, now_s: float) -> float:
+    """The budget, stretched for the head prompt where it would miss (the module doc)."""
+    deadline_s, computed, left = head
+    left = min(left, policy.max_chunk)
+    whole_s = step_model.step_time_parts(left, left * computed + left * (left + 1) // 2, 0,
+                                         0) - costs.base_s
+    share_s = budget_s - costs.base_s - urgent_s
+    if share_s <= 0 or whole_s <= share_s or now_s + whole_s / share_s * tick_s <= deadline_s:
+        return budget_s
+    rows = decode.rows[np.flatnonzero(decode.active)]
+    slack_s = float(np.min(requests.first_token_s[rows] + requests.num_generated[rows]
+                           * requests.tpot_slo_s[rows] - now_s))
+    return max(budget_s, min(costs.base_s + urgent_s + whole_s, slack_s, policy.max_tick_s))
+
+
 def plan_tick(policy, decode, costs: DecodeCosts, step_model, page_size: int, now_s: float,
-              prompts_wait: bool) -> Tick:
-    """The tick of `decode` (a decode set or draft) at `now_s` under `policy`'s limits."""
+              prompts_wait: bool, head: tuple[float, int, int] | None = None,
+              requests=None) -> Tick:
+    """The tick of `decode` (a decode set or draft) at `now_s` under `policy`'s limits;
+    `head`: the most urgent prompt's (deadline, computed tokens, tokens left), and the
+    request table, to stretch the tick for it (the module doc)."""
     est_s, buckets, kv_need, tick_s, urgent_s = tick_inputs(
         decode.context, decode.deadline_s, decode.active, now_s, policy.min_tick_s,
         policy.max_tick_s, policy.horizon_ticks, costs.c_seq_s, costs.c_kv_s, page_size,
@@ -64,4 +93,7 @@ def plan_tick(policy, decode, costs: DecodeCosts, step_model, page_size: int, no
     reserve_s = prefill_time(step_model, costs, policy.min_chunk) if prompts_wait else 0.0
     # A hair of slack, so that summing the urgent times in another order cannot drop the last.
     budget_s = max(tick_s, costs.base_s + urgent_s * (1 + 1e-9) + reserve_s)
+    if head is not None and len(decode) > 0:
+        budget_s = _stretch(policy, decode, head, requests, costs, step_model, budget_s,
+                            tick_s, urgent_s, now_s)
     return Tick(est_s, buckets, kv_need, tick_s, budget_s, budget_s - reserve_s - costs.base_s)

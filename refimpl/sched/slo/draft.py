@@ -56,6 +56,13 @@ class TickDraft:
         return self.queue.ordered(((key, i) for i, key in self.requeued.items()),
                                   self.unqueued)
 
+    def head(self) -> tuple[float, int, int]:
+        """The most urgent waiting row's (deadline, computed tokens, tokens left)."""
+        key, i = next(iter(self.waiting()))
+        computed = self.kv.num_computed(i)
+        left = int(self.requests.prompt_tokens[i] + self.requests.num_generated[i]) - computed
+        return key[0], computed, left
+
     def queued_entries(self) -> Iterator[tuple[PrefillKey, int]]:
         """`(key, row)` of the waiting rows, in no order."""
         for key, i in self.queue.entries():

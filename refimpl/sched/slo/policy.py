@@ -182,7 +182,8 @@ class SLOPolicy(Policy):
             self._relieve_pressure(draft, now_s)
             waiting = draft.num_waiting() > 0
             tick = plan_tick(self, draft.decode, self._costs, ctx.step_model,
-                             ctx.kv.page_size, now_s, waiting)
+                             ctx.kv.page_size, now_s, waiting,
+                             draft.head() if waiting else None, ctx.requests)
             slots, decode_pages = choose_decodes(self, draft, tick, now_s)
             decode = draft.decode
             chunks = choose_prefill(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from refimpl._numba import kernel
 from refimpl.kv.manager import COUNTER_SPILLED as SPILLED
 from refimpl.kv.manager import num_free_pages
@@ -9,7 +11,7 @@ from refimpl.sched import plan as p
 from refimpl.sched.slo.compiled.decode import _preempt_outside
 from refimpl.sched.slo.compiled.prefill import _choose_prefill, _partial_victim, _step_s
 from refimpl.sched.slo.compiled.pressure import _relieve, _requeue
-from refimpl.sched.slo.compiled.projection import _preempt_kv
+from refimpl.sched.slo.compiled.projection import _num_computed, _preempt_kv
 from refimpl.sched.slo.compiled.queues import _decode_add, _decode_remove, _push, _remove
 from refimpl.sched.slo.compiled.state import (
     BASE_S,
@@ -26,6 +28,7 @@ from refimpl.sched.slo.compiled.state import (
     LAST_BUDGET,
     LATENESS,
     MAX_BATCH,
+    MAX_CHUNK,
     MAX_TICK,
     MIN_CHUNK,
     MIN_TICK,
@@ -45,7 +48,16 @@ from refimpl.sched.slo.knapsack import (
     select_into,
     tick_inputs_into,
 )
-from refimpl.sched.table import COMPUTED, FINISHED, GENERATED, PROMPT, STATUS, WEIGHT
+from refimpl.sched.table import (
+    COMPUTED,
+    FINISHED,
+    FIRST_TOKEN,
+    GENERATED,
+    PROMPT,
+    STATUS,
+    TPOT_SLO,
+    WEIGHT,
+)
 
 __all__ = ["plan_slo", "slo_add", "slo_update"]
 
@@ -67,6 +79,29 @@ def _pick_kernels(out, buckets, counts, pick_decode, pick_prefill, count, sizes,
         while (1 << bits) < prefill_tokens:
             bits += 1
         p.add_kernel(kernels, sizes, pick_prefill[bits])
+
+
+@kernel
+def _stretch(s, coefficients, ints, floats, budget_s, tick_s, urgent_s, base_s, now):
+    """The budget, stretched while the most urgent prompt would miss its deadline at the
+    decodes' per-token pace, as far as their mean-pace slack reaches."""
+    h = s.heap[0]
+    computed = _num_computed(s, ints, h)
+    left = min(ints[PROMPT, h] + ints[GENERATED, h] - computed, s.ip[MAX_CHUNK])
+    whole_s = _step_s(coefficients, left, left * computed + left * (left + 1) // 2, 0, 0) \
+        - base_s
+    share_s = budget_s - base_s - urgent_s
+    if share_s <= 0 or whole_s <= share_s:
+        return budget_s
+    if now + whole_s / share_s * tick_s <= s.key_deadline[h]:
+        return budget_s
+    slack = np.inf
+    for slot in range(s.st[DEC_HI]):
+        if s.active[slot]:
+            i = s.rows[slot]
+            slack = min(slack, floats[FIRST_TOKEN, i] + ints[GENERATED, i] * floats[TPOT_SLO, i]
+                        - now)
+    return max(budget_s, min(base_s + urgent_s + whole_s, slack, s.fp[MAX_TICK]))
 
 
 # Every compiled call pays two reference-count updates per array it is handed (SLOState and
@@ -96,6 +131,9 @@ def plan_slo(s, coefficients, ints, floats, kv, entries, sizes, kernels, now):
         reserve_s = (_step_s(coefficients, min_chunk, min_chunk * (min_chunk + 1) // 2, 0, 0)
                      - base_s) if waiting else 0.0
         budget_s = max(tick_s, base_s + urgent_s * (1 + 1e-9) + reserve_s)
+        if waiting and st[DEC_COUNT] > 0:
+            budget_s = _stretch(s, coefficients, ints, floats, budget_s, tick_s, urgent_s,
+                                base_s, now)
         window_s = budget_s - reserve_s - base_s
         count = decode_pages = 0
         while st[DEC_COUNT] > 0:  # the batch; again after each preemption urgent ones need
