@@ -258,10 +258,10 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
             num_later += 1
     tick = granularity_s(s)
     first_token = now + tick + wait_s(ahead + own, rate_own, tighter_rate, tighter_work)
-    if deadline_order and first_token > deadline:
-        # a deadline-order policy stretches a step past the decodes' pace for a prompt that
-        # would miss (refimpl.sched.slo.budget): its chunk's fixed part is paid once a long
-        # tick, not once a TPOT
+    if deadline_order and ahead == 0.0 and first_token > deadline:
+        # a deadline-order policy stretches a step past the decodes' pace for the most
+        # urgent prompt if it would miss (refimpl.sched.slo.budget), as this one is with
+        # none ahead: its chunk's fixed part is paid once a long tick, not once a TPOT
         rate_own = max(rate_own, stretched_rate(s))
         first_token = now + tick + wait_s(ahead + own, rate_own, tighter_rate, tighter_work)
     # a margin below 1 makes the work ahead weigh more (low priority gives way under load,

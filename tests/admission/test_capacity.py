@@ -104,44 +104,63 @@ def test_a_newcomers_own_decodes_do_not_slow_its_own_prompt(bound_gate):
     assert gate.state.prediction[S.FIRST_TOKEN_S, 0] == pytest.approx(_prompt_s(gate, fits))
 
 
-@pytest.mark.parametrize(("policy", "admitted"), [("slo", True), ("vllm", False)])
-def test_a_prompt_late_at_the_decodes_pace_is_predicted_in_stretched_steps_under_slo(
-        policy, admitted):
-    # eight requests decoding at 30 ms TPOT: at their pace every tick pays a chunk's fixed
-    # part; `slo` stretches a step for a prompt that would miss (refimpl.sched.slo.budget),
-    # an arrival-order policy does not, so only under `slo` does the gate count on it
+def _on_seventy_b(policy, requests):
+    """A gate bound to a run of `requests` by `policy` on Llama-2-70B / four H100s (a chunk's
+    fixed part, 12 ms, is 40% of a 30 ms tick), all but the last accepted."""
     from refimpl.config import HardwareSpec, ModelConfig
     from refimpl.costmodel.choose import step_time_model
     from refimpl.engine import Engine, SimulatedExecutor
     from refimpl.kv import PagePool
     from refimpl.sched import make_policy
 
-    # Llama-2-70B on four H100s: a chunk's fixed part (12 ms) is 40% of a 30 ms tick
     model, hardware = ModelConfig.preset("llama-2-70b"), HardwareSpec.preset("h100-sxm-x4")
-    step_model = step_time_model(model, hardware)
-    decoders = [Request(i, 0.0, 16, 500, slo=SLO(ttft_s=10.0, tpot_s=0.03)) for i in range(8)]
+    engine = Engine(make_policy(policy), SimulatedExecutor(step_time_model(model, hardware)),
+                    PagePool(20_000, 16, max_context=model.max_context), model,
+                    hardware=hardware)
+    _, context = engine._lay_out(requests)
+    gate = AdmissionController()
+    gate.bind(context)
+    for i in range(len(requests) - 1):
+        assert gate.on_arrival(i, 0.0).action is Action.ACCEPT
+    return gate
 
-    def decided(ttft_s):
-        engine = Engine(make_policy(policy), SimulatedExecutor(step_model),
-                        PagePool(20_000, 16, max_context=model.max_context), model,
-                        hardware=hardware)
-        _, context = engine._lay_out([*decoders, Request(8, 0.0, 4000, 20,
-                                                         slo=SLO(ttft_s, 0.1))])
-        gate = AdmissionController()
-        gate.bind(context)
-        for i in range(8):
-            assert gate.on_arrival(i, 0.0).action is Action.ACCEPT
-        return gate, gate.on_arrival(8, 0.0)
 
-    probe, _ = decided(10.0)
+# eight requests decoding at 30 ms TPOT (their own prompts due last)
+_DECODERS = [Request(i, 0.0, 16, 500, slo=SLO(ttft_s=10.0, tpot_s=0.03)) for i in range(8)]
+
+
+@pytest.mark.parametrize(("policy", "admitted"), [("slo", True), ("vllm", False)])
+def test_a_prompt_late_at_the_decodes_pace_is_predicted_in_stretched_steps_under_slo(
+        policy, admitted):
+    # at the decodes' pace every tick pays a chunk's fixed part; `slo` stretches a step for
+    # the most urgent prompt if it would miss (refimpl.sched.slo.budget), an arrival-order
+    # policy does not, so only under `slo` does the gate count on it
+    def newcomer(ttft_s):
+        return Request(8, 0.0, 4000, 20, slo=SLO(ttft_s, 0.1))
+
+    probe = _on_seventy_b(policy, [*_DECODERS, newcomer(10.0)])
     paced, stretched = C.prompt_rate(probe.state, 0.0, np.inf), C.stretched_rate(probe.state)
     assert stretched > 1.2 * paced
     own = _prompt_s(probe, 4000)
-    gate, decision = decided(0.5 * (own / paced + own / stretched))
+    gate = _on_seventy_b(policy, [*_DECODERS, newcomer(0.5 * (own / paced + own / stretched))])
+    decision = gate.on_arrival(8, 0.0)
     assert (decision.action is Action.ACCEPT) is admitted
     if admitted:
         assert gate.state.prediction[S.FIRST_TOKEN_S, 8] == pytest.approx(own / stretched,
                                                                       rel=0.01)
+
+
+def test_behind_another_prompt_a_late_prompt_is_predicted_at_the_decodes_pace():
+    # the stretch serves the most urgent prompt: one due sooner runs first, so the newcomer
+    # behind it gets no stretched prediction
+    ahead = Request(8, 0.0, 1000, 20, slo=SLO(ttft_s=0.3, tpot_s=0.1))
+    gate = _on_seventy_b("slo", [*_DECODERS, ahead, Request(9, 0.0, 4000, 20,
+                                                            slo=SLO(0.4, 0.1))])
+    paced = C.prompt_rate(gate.state, 0.0, np.inf)
+    assert C.stretched_rate(gate.state) > 1.2 * paced
+    gate.on_arrival(9, 0.0)
+    work = _prompt_s(gate, 1000) + _prompt_s(gate, 4000)
+    assert gate.state.prediction[S.FIRST_TOKEN_S, 9] == pytest.approx(work / paced, rel=0.01)
 
 
 def _pair(gate, tokens_a, tokens_b, policy):
