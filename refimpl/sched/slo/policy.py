@@ -6,7 +6,9 @@ One engine step is one scheduling tick (seed section 6), each part in its own mo
    pages, spills requests to the CPU tier and last preempts; below it, spilled requests come
    back.
 2. **Tick budget** (`budget`). The tick may last until the tightest decoding request's next
-   token is due, stretched to hold every urgent decode and a minimal prompt chunk.
+   token is due, stretched to hold every urgent decode and a minimal prompt chunk, and, while
+   the most urgent prompt would miss at that pace, the prompt whole, within the decodes'
+   slack on their mean TPOT.
 3. **Decode window** (`decode`). The bucketed deadline knapsack picks the decode batch under
    the tick's decode time, the free pages and `max_batch`; when urgent decodes still lack
    pages, the least important decoding request is preempted.
