@@ -118,17 +118,21 @@ def prompt_rate(s, extra_load, extra_tpot):
     that carries a chunk pays the chunk line's fixed part, not the decode step's weights
     read (the read hides under the chunk's arithmetic); none while decodes alone fill the
     machine."""
-    if decode_share(s, extra_load, extra_tpot) >= 1.0:
-        return 0.0
-    return delivery(s) * (1.0 - chunk_share(s, extra_load, extra_tpot)) / step_error(s)
+    return _prompt_rate(s, extra_load, extra_tpot, tick_s(s, extra_tpot))
 
 
 @inline_kernel
 def stretched_rate(s):
     """`prompt_rate` in steps stretched to the longest tick (its fixed part paid once)."""
-    if decode_share(s, 0.0, np.inf) >= 1.0:
+    return _prompt_rate(s, 0.0, np.inf, s.fparams[S.MAX_TICK_S])
+
+
+@inline_kernel
+def _prompt_rate(s, extra_load, extra_tpot, chunk_tick):
+    """`prompt_rate` with steps that carry a chunk lasting `chunk_tick` seconds."""
+    if decode_share(s, extra_load, extra_tpot) >= 1.0:
         return 0.0
-    share = _share(s, 0.0, s.fparams[S.PREFILL_FIXED_S], s.fparams[S.MAX_TICK_S])
+    share = _share(s, extra_load, s.fparams[S.PREFILL_FIXED_S], chunk_tick)
     return delivery(s) * (1.0 - share) / step_error(s)
 
 

@@ -24,9 +24,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from refimpl._numba import inline_kernel
 from refimpl.sched.slo.knapsack import tick_inputs
 
-__all__ = ["DecodeCosts", "Tick", "linearise", "plan_tick", "prefill_time"]
+__all__ = ["DecodeCosts", "Tick", "linearise", "plan_tick", "prefill_time", "stretch_s"]
 
 PROBE = 4096  # context at which the per-request decode cost is linearised
 
@@ -64,6 +65,17 @@ class Tick(NamedTuple):
     window_s: float  # of it, the decode batch's own time
 
 
+@inline_kernel
+def stretch_s(budget_s, tick_s, urgent_s, base_s, whole_s, deadline_s, now_s):
+    """How long a step must last to hold the head prompt whole (`whole_s` of its own work,
+    due at `deadline_s`) where it would miss in ticks of the prompt share `budget_s` leaves;
+    0 where it would not (the module doc). The caller bounds it by the decodes' slack."""
+    share_s = budget_s - base_s - urgent_s
+    if share_s <= 0 or whole_s <= share_s or now_s + whole_s / share_s * tick_s <= deadline_s:
+        return 0.0
+    return base_s + urgent_s + whole_s
+
+
 def _stretch(policy, decode, head: tuple[float, int, int], requests, costs: DecodeCosts,
              step_model, budget_s: float, tick_s: float, urgent_s: float, now_s: float) -> float:
     """The budget, stretched for the head prompt where it would miss (the module doc)."""
@@ -71,13 +83,13 @@ def _stretch(policy, decode, head: tuple[float, int, int], requests, costs: Deco
     left = min(left, policy.max_chunk)
     whole_s = step_model.step_time_parts(left, left * computed + left * (left + 1) // 2, 0,
                                          0) - costs.base_s
-    share_s = budget_s - costs.base_s - urgent_s
-    if share_s <= 0 or whole_s <= share_s or now_s + whole_s / share_s * tick_s <= deadline_s:
+    wanted_s = stretch_s(budget_s, tick_s, urgent_s, costs.base_s, whole_s, deadline_s, now_s)
+    if wanted_s <= 0:
         return budget_s
     rows = decode.rows[np.flatnonzero(decode.active)]
     slack_s = float(np.min(requests.first_token_s[rows] + requests.num_generated[rows]
                            * requests.tpot_slo_s[rows] - now_s))
-    return max(budget_s, min(costs.base_s + urgent_s + whole_s, slack_s, policy.max_tick_s))
+    return max(budget_s, min(wanted_s, slack_s, policy.max_tick_s))
 
 
 def plan_tick(policy, decode, costs: DecodeCosts, step_model, page_size: int, now_s: float,

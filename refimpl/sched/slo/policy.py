@@ -114,7 +114,6 @@ class SLOPolicy(Policy):
         if min_tick_s > max_tick_s:
             raise ConfigError("min_tick_s", min_tick_s, f"must be <= max_tick_s={max_tick_s}")
         self.max_batch, self.min_tick_s, self.max_tick_s = max_batch, min_tick_s, max_tick_s
-        self.max_running = max_batch  # (a new prompt joins the decodes only below it)
         self.min_chunk, self.max_chunk, self.horizon_ticks = min_chunk, max_chunk, horizon_ticks
         self.first_bucket_tokens, self.value_mode = first_bucket_tokens, value_mode
         self.lateness_scale_s, self.kv_watermark = lateness_scale_s, kv_watermark
@@ -155,6 +154,12 @@ class SLOPolicy(Policy):
         state, names = C.for_policy(self, ctx.arrays.ints, self._picks, self._costs,
                                     self.ladder if self.ladder is not None else LadderConfig())
         return CompiledSLO(state, names)
+
+    @property
+    def max_running(self) -> int:
+        """The most requests it runs at once: `max_batch` (a new prompt joins the decodes
+        only below it)."""
+        return self.max_batch
 
     def add_request(self, i: int, now_s: float) -> None:
         """Queue an admitted request for prefill."""

@@ -8,6 +8,7 @@ from refimpl._numba import kernel
 from refimpl.kv.manager import COUNTER_SPILLED as SPILLED
 from refimpl.kv.manager import num_free_pages
 from refimpl.sched import plan as p
+from refimpl.sched.slo.budget import stretch_s
 from refimpl.sched.slo.compiled.decode import _preempt_outside
 from refimpl.sched.slo.compiled.prefill import _choose_prefill, _partial_victim, _step_s
 from refimpl.sched.slo.compiled.pressure import _relieve, _requeue
@@ -90,10 +91,8 @@ def _stretch(s, coefficients, ints, floats, budget_s, tick_s, urgent_s, base_s, 
     left = min(ints[PROMPT, h] + ints[GENERATED, h] - computed, s.ip[MAX_CHUNK])
     whole_s = _step_s(coefficients, left, left * computed + left * (left + 1) // 2, 0, 0) \
         - base_s
-    share_s = budget_s - base_s - urgent_s
-    if share_s <= 0 or whole_s <= share_s:
-        return budget_s
-    if now + whole_s / share_s * tick_s <= s.key_deadline[h]:
+    wanted_s = stretch_s(budget_s, tick_s, urgent_s, base_s, whole_s, s.key_deadline[h], now)
+    if wanted_s <= 0:
         return budget_s
     slack = np.inf
     for slot in range(s.st[DEC_HI]):
@@ -101,7 +100,7 @@ def _stretch(s, coefficients, ints, floats, budget_s, tick_s, urgent_s, base_s, 
             i = s.rows[slot]
             slack = min(slack, floats[FIRST_TOKEN, i] + ints[GENERATED, i] * floats[TPOT_SLO, i]
                         - now)
-    return max(budget_s, min(base_s + urgent_s + whole_s, slack, s.fp[MAX_TICK]))
+    return max(budget_s, min(wanted_s, slack, s.fp[MAX_TICK]))
 
 
 # Every compiled call pays two reference-count updates per array it is handed (SLOState and
