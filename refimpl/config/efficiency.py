@@ -9,6 +9,7 @@ at a fitted fraction of peak FLOP/s or bandwidth (refimpl.costmodel.gpu_ops says
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from refimpl.config._validate import positive_int, positive_real
@@ -51,16 +52,26 @@ class GemmFit:
 
 @dataclass(frozen=True)
 class OpFit:
-    """A memory-bound operator: the smooth max of its launch and bytes / (bandwidth * eff)."""
+    """A memory-bound operator: the smooth max of its launch and its bytes' time, the first
+    `cache_bytes` of a run at `efficiency` x bandwidth, the rest at `spill_efficiency`."""
 
     launch_s: float
-    efficiency: float
+    efficiency: float  # while the operator's bytes fit in cache (its input still in L2)
     sharpness: float  # p of the smooth max (refimpl.costmodel.gpu_ops.op_s)
+    # A run's bytes past this no longer stay in the GPU's L2 and go at HBM's pace: fitted to
+    # Vidur's profiles, norms, rotary embeddings and adds move bytes past 18-37 MB at 0.6-0.9x
+    # their in-cache pace (L2: A100 40 MB, H100 50 MB).
+    cache_bytes: float = math.inf
+    spill_efficiency: float = 1.0  # beyond `cache_bytes` (unused while it is inf)
 
     def __post_init__(self) -> None:
         _seconds("launch_s", self.launch_s)
         _fraction("efficiency", self.efficiency)
         positive_real("sharpness", self.sharpness)
+        if isinstance(self.cache_bytes, bool) or not (isinstance(self.cache_bytes, float | int)
+                                                      and self.cache_bytes > 0):
+            raise ConfigError("cache_bytes", self.cache_bytes, "must be bytes > 0 (inf: none)")
+        _fraction("spill_efficiency", self.spill_efficiency)
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,7 @@ class CalibratedStepModel(PartsStepModel):
         if tp > 1:  # after attention and after the MLP, the partial sums are all-reduced
             link = eff.link(tp)
             rows.append((2 * layers, link.launch_s, 0.0, model.hidden_size * b / link.bytes_per_s,
-                         0.0, 0.0, 1.0, 1.0, 0.0))
+                         0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0))
         ops = np.array(rows, np.float64).reshape(-1, len(OP_FIELDS))
         q_width = model.num_heads * model.head_dim // tp
         byte_s = 1.0 / (bw * g.weight_read_efficiency)

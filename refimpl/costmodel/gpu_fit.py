@@ -2,7 +2,8 @@
 
 Linear layers: one `GemmFit` per GPU, shared by all four projections of every model shape and
 TP degree, by least squares on relative error (a soft L1 loss, close to minimising MAPE).
-Memory-bound operators: per operator group, a launch cost, a bandwidth fraction and a
+Memory-bound operators: per operator group, a launch cost, a bandwidth fraction while the
+operator's bytes stay in L2, the cache's size in bytes, a bandwidth fraction past it, and a
 sharpness, the same way. All-reduce: per TP degree, a launch cost and a bus bandwidth.
 Vidur's all-reduce `size` is taken as bytes: as fp16 elements, 8 H100s would reach 730 GB/s
 of bus bandwidth, above NVLink 4's 450 GB/s a direction.
@@ -34,6 +35,9 @@ MEMORY_OPS = {"norm": "norm", "rope": "rope", "act": "act", "add": "add", "emb":
 HOLD_EVERY = 5  # every fifth row is held out
 TILE_ROWS = (32, 64, 128)  # the tile heights of cuBLAS/CUTLASS half-precision GEMMs tried
 PROFILED_BYTES = 2  # Vidur profiled fp16 weights and activations
+# Where the memory-bound fit starts (cache MB, in-cache efficiency): from a low efficiency
+# the cache can drift out of reach of every row (a local minimum with no cache at all).
+CACHE_STARTS = tuple((mb, eff) for mb in (4.0, 16.0, 64.0) for eff in (0.5, 1.0))
 
 
 def _rows_mask(p: OperatorProfile, keep: np.ndarray | None) -> OperatorProfile:
@@ -91,17 +95,30 @@ def _memory_rows(profiles: list[OperatorProfile], hw: HardwareSpec, group: str, 
     return np.concatenate(pred), np.concatenate(meas)
 
 
+def _op_fit(x: np.ndarray) -> OpFit:
+    """An `OpFit` from the fit's log-space vector (launch, efficiency, cache MB, spill
+    efficiency, sharpness)."""
+    launch, eff, cache_mb, spill, p = map(float, np.exp(x))
+    return OpFit(launch, eff, p, cache_mb * 1e6, spill)
+
+
 def fit_memory_op(profiles: list[OperatorProfile], hw: HardwareSpec, group: str) -> OpFit:
-    """A memory-bound operator group's launch cost, bandwidth fraction and sharpness."""
+    """A memory-bound operator group's launch cost, bandwidth fractions in and past the cache,
+    the cache's size and the sharpness; started from a few points (CACHE_STARTS), the best
+    kept."""
     def residuals(x):
-        pred, meas = _memory_rows(profiles, hw, group, OpFit(*map(float, np.exp(x))))
+        pred, meas = _memory_rows(profiles, hw, group, _op_fit(x))
         return pred / meas - 1.0
 
-    x0 = np.log([3e-6, 0.5, 2.0])
-    lo, hi = np.log([1e-7, 0.02, 1.0]), np.log([1e-4, 1.5, 20.0])
-    sol = least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.05,
-                        x_scale=1.0, diff_step=1e-3)
-    return OpFit(*map(float, np.exp(sol.x)))
+    lo, hi = np.log([1e-7, 0.02, 0.1, 0.02, 1.0]), np.log([1e-4, 1.5, 1e3, 1.5, 20.0])
+    best = None
+    for cache_mb, eff in CACHE_STARTS:
+        x0 = np.log([3e-6, eff, cache_mb, 0.5 * eff, 2.0])
+        sol = least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.05,
+                            x_scale=1.0, diff_step=1e-3)
+        if best is None or sol.cost < best.cost:
+            best = sol
+    return _op_fit(best.x)
 
 
 def fit_all_reduce(profile: AllReduceProfile) -> tuple[LinkFit, ...]:

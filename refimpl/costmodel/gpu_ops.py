@@ -10,7 +10,10 @@ plain arithmetic, so the fit runs them on NumPy arrays and the compiled step for
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from refimpl.config import ModelConfig, dtype_bytes
 from refimpl.config.efficiency import GemmFit, OpFit
@@ -65,30 +68,36 @@ def per_layer(op: str) -> int:
     return PER_LAYER[op]
 
 
-def op_s(fixed_s, s_per_row, flop_s_per_row, floor_s, tile_rows, sharpness, rows):
+def op_s(fixed_s, s_per_row, flop_s_per_row, floor_s, tile_rows, spill_rows, s_per_spill_row,
+         sharpness, rows):
     """Seconds of one operator over `rows` rows, its launch left out: a smooth roofline
-    (t_mem^p + t_flop^p)^(1/p). t_mem = fixed_s + rows * s_per_row (weights, activations);
+    (t_mem^p + t_flop^p)^(1/p). t_mem = fixed_s + rows * s_per_row, plus s_per_spill_row for
+    every row past `spill_rows` (a memory-bound operator's bytes past the L2 cache);
     t_flop = padded rows * flop_s_per_row + floor_s, the rows padded up to whole tiles of
     `tile_rows` (a GEMM computes whole tiles), where a GEMM's floor is the FLOP time of
     `rows_half` more rows (SMs left idle by a small grid) and a memory-bound operator's floor
     is its launch (tile_rows 1: a tiny kernel costs the launch, a large one its bytes, and the
     two overlap)."""
-    t_mem = fixed_s + rows * s_per_row
+    t_mem = fixed_s + rows * s_per_row + np.maximum(rows - spill_rows, 0.0) * s_per_spill_row
     t_flop = ((rows + tile_rows - 1) // tile_rows) * tile_rows * flop_s_per_row + floor_s
     return (t_mem ** sharpness + t_flop ** sharpness) ** (1.0 / sharpness)
 
 
 def gemm_terms(gemm: Gemm, fit: GemmFit, peak_flops: float, bandwidth: float,
-               weight_bytes: int) -> tuple[float, float, float, float, float]:
-    """`op_s`'s (fixed_s, s_per_row, flop_s_per_row, floor_s, tile_rows) for `gemm`."""
+               weight_bytes: int) -> tuple[float, ...]:
+    """`op_s`'s terms before the sharpness for `gemm` (weights and activations stream: no
+    cache term)."""
     byte_s = 1.0 / (bandwidth * fit.weight_read_efficiency)
     flop_s = 2.0 * gemm.n * gemm.k / (peak_flops * fit.compute_efficiency)
     return (weight_bytes * gemm.n * gemm.k * byte_s, weight_bytes * (gemm.n + gemm.k) * byte_s,
-            flop_s, flop_s * fit.rows_half, float(fit.tile_rows))
+            flop_s, flop_s * fit.rows_half, float(fit.tile_rows), 0.0, 0.0)
 
 
-def memory_terms(fit: OpFit, nbytes_per_row: float,
-                 bandwidth: float) -> tuple[float, float, float, float, float]:
-    """`op_s`'s (fixed_s, s_per_row, flop_s_per_row, floor_s, tile_rows) for a memory-bound
-    operator."""
-    return 0.0, nbytes_per_row / (bandwidth * fit.efficiency), 0.0, fit.launch_s, 1.0
+def memory_terms(fit: OpFit, nbytes_per_row: float, bandwidth: float) -> tuple[float, ...]:
+    """`op_s`'s terms before the sharpness for a memory-bound operator."""
+    s_per_row = nbytes_per_row / (bandwidth * fit.efficiency)
+    if math.isinf(fit.cache_bytes):
+        return 0.0, s_per_row, 0.0, fit.launch_s, 1.0, 0.0, 0.0
+    spilled = nbytes_per_row / (bandwidth * fit.spill_efficiency)
+    return (0.0, s_per_row, 0.0, fit.launch_s, 1.0, fit.cache_bytes / nbytes_per_row,
+            spilled - s_per_row)

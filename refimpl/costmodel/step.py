@@ -110,8 +110,9 @@ def _layer_linear_params(model: ModelConfig) -> int:
 # step (e.g. 2 x layers), launch seconds, then `op_s`'s terms (refimpl.costmodel.gpu_ops), and
 # whether its rows are the decoding sequences only (the LM head) rather than every new token.
 OP_FIELDS = ("count", "launch_s", "fixed_s", "s_per_row", "flop_s_per_row", "floor_s",
-             "tile_rows", "sharpness", "decode_only")
-COUNT, LAUNCH, FIXED, PER_ROW, FLOP, FLOOR, TILE, SHARPNESS, DECODE_ONLY = range(len(OP_FIELDS))
+             "tile_rows", "spill_rows", "s_per_spill_row", "sharpness", "decode_only")
+(COUNT, LAUNCH, FIXED, PER_ROW, FLOP, FLOOR, TILE, SPILL_ROWS, PER_SPILL_ROW, SHARPNESS,
+ DECODE_ONLY) = range(len(OP_FIELDS))
 NO_OPS = np.zeros((0, len(OP_FIELDS)))  # the ideal roofline: no per-operator rows
 
 
@@ -161,7 +162,8 @@ def step_s(c: StepCoefficients, prefill_tokens: int, prefill_pairs: int, decode_
                 # module must not import Numba (tests/costmodel/test_calibrated.py holds the
                 # two equal)
                 p, tile = ops[k, SHARPNESS], ops[k, TILE]
-                t_mem = ops[k, FIXED] + rows * ops[k, PER_ROW]
+                t_mem = (ops[k, FIXED] + rows * ops[k, PER_ROW]
+                         + max(rows - ops[k, SPILL_ROWS], 0.0) * ops[k, PER_SPILL_ROW])
                 t_flop = ((rows + tile - 1) // tile) * tile * ops[k, FLOP] + ops[k, FLOOR]
                 linear_s += ops[k, COUNT] * (ops[k, LAUNCH]
                                              + (t_mem ** p + t_flop ** p) ** (1.0 / p))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from refimpl import HardwareSpec, ModelConfig
@@ -14,6 +15,7 @@ from refimpl.costmodel.choose import compiled_coefficients
 from refimpl.costmodel.gpu_fit import fit_efficiency, linear_layers_s, score
 from refimpl.costmodel.gpu_ops import gemm_terms, layer_gemms, op_s
 from refimpl.costmodel.gpu_profiles import GPU_PRESETS, read_profiles
+from refimpl.costmodel.step import step_s
 from refimpl.errors import ConfigError
 
 from ._vidur import VIDUR, write_compute_csv, write_network_csv
@@ -23,7 +25,8 @@ A100 = HardwareSpec.preset("a100-80gb")
 LLAMA2 = ModelConfig.preset("llama-2-7b")
 KNOWN = Efficiency(
     gemm=GemmFit(5e-6, 0.70, 0.85, 4.0, 3.0, 64),
-    norm=OpFit(3e-6, 0.40, 2.0), rope=OpFit(2e-6, 0.50, 1.5), act=OpFit(2e-6, 0.55, 1.2),
+    norm=OpFit(3e-6, 0.60, 2.0, 8e6, 0.30), rope=OpFit(2e-6, 0.50, 1.5),
+    act=OpFit(2e-6, 0.55, 1.2),
     add=OpFit(2e-6, 0.90, 2.0), emb=OpFit(3e-6, 0.20, 1.5),
     all_reduce=(LinkFit(2, 20e-6, 250e9), LinkFit(4, 30e-6, 200e9)))
 
@@ -45,9 +48,14 @@ def test_the_fit_recovers_known_efficiencies_from_a_synthetic_profile(tmp_path):
     assert g.compute_efficiency == pytest.approx(0.70, rel=0.02)
     assert g.weight_read_efficiency == pytest.approx(0.85, rel=0.02)
     assert g.launch_s == pytest.approx(5e-6, rel=0.1)
-    for op in ("norm", "rope", "act", "add", "emb"):
-        assert getattr(fitted, op).efficiency == pytest.approx(getattr(KNOWN, op).efficiency,
-                                                               rel=0.05), op
+    # the norm's L2 kink: its bytes past 8 MB at half its in-cache pace
+    assert fitted.norm.cache_bytes == pytest.approx(8e6, rel=0.05)
+    assert fitted.norm.efficiency == pytest.approx(0.60, rel=0.05)
+    assert fitted.norm.spill_efficiency == pytest.approx(0.30, rel=0.05)
+    for op in ("rope", "act", "add", "emb"):  # no kink: every byte at one pace
+        want, got = getattr(KNOWN, op), getattr(fitted, op)
+        in_rows = got.efficiency if got.cache_bytes > 2 * 4096 * 4096 else got.spill_efficiency
+        assert in_rows == pytest.approx(want.efficiency, rel=0.05), op
     for want, got in zip(KNOWN.all_reduce, fitted.all_reduce, strict=True):
         assert got.bytes_per_s == pytest.approx(want.bytes_per_s, rel=1e-6)
         assert got.launch_s == pytest.approx(want.launch_s, rel=1e-6)
@@ -65,9 +73,24 @@ def test_the_compiled_formula_is_the_sum_of_the_operators():
             terms = gemm_terms(gemm, g, H100.peak_flops, H100.memory_bandwidth_bytes_s, 2)
             expected += LLAMA2.num_layers * (g.launch_s + op_s(*terms, g.sharpness, tokens))
         ops = model.coefficients.ops
-        linear = sum(ops[k, 0] * (ops[k, 1] + op_s(*ops[k, 2:7], ops[k, 7], tokens))
+        linear = sum(ops[k, 0] * (ops[k, 1] + op_s(*ops[k, 2:9], ops[k, 9], tokens))
                      for k in range(4))
         assert linear == pytest.approx(expected, rel=1e-12)
+
+
+def test_the_compiled_formula_charges_every_operator_row_its_bytes_past_the_cache():
+    # step_s's linear part, with and without the operator rows counted, is the rows' op_s sum
+    c = CalibratedStepModel(LLAMA2, H100).coefficients
+    uncounted = c._replace(ops=c.ops * (np.arange(c.ops.shape[1]) != 0))
+    spilled = False
+    for tokens in (1, 37, 1000, 4096):
+        ops = c.ops
+        expected = sum(ops[k, 0] * (ops[k, 1] + op_s(*ops[k, 2:9], ops[k, 9], tokens))
+                       for k in range(ops.shape[0]) if ops[k, 10] == 0.0)  # no decodes: no LM head
+        linear = step_s(c, tokens, 0, 0, 0) - step_s(uncounted, tokens, 0, 0, 0)
+        assert linear == pytest.approx(expected, rel=1e-12)
+        spilled |= bool(np.any((ops[:, 8] > 0) & (tokens > ops[:, 7])))
+    assert spilled  # a 4,096-token prefill's norms run past the cache
 
 
 def test_the_gpu_presets_default_to_the_calibrated_model_and_keep_the_roofline_by_name():
@@ -112,16 +135,18 @@ def vidur():
 
 
 @pytest.mark.parametrize("gpu", ["a100", "h100"])
-def test_the_fit_is_within_the_acceptance_on_held_out_rows_for_the_linear_layers(vidur, gpu):
+def test_the_fit_is_within_the_acceptance_on_held_out_rows_and_shapes(vidur, gpu):
     compute, network = vidur
     mine = [p for p in compute if p.gpu == gpu]
     held = sorted(p.model.name for p in mine)[-1]
     result = score(mine, [n for n in network if n.gpu == gpu],
                    HardwareSpec.preset(GPU_PRESETS[gpu]), held, "")
-    for group in ("attn_proj", "mlp_proj", "rope", "add", "emb"):
-        assert result.held_rows[group] < 10.0, group
-        assert result.held_shape_mape[group] < 11.0, group
-    assert max(result.held_rows.values()) < 12.0  # norms: 1 us timer steps on 4 us kernels
+    assert max(result.held_rows.values()) < 10.0
+    if gpu == "a100":  # three shapes: fitted on two, the third within the acceptance
+        assert max(result.held_shape_mape.values()) < 10.0
+    else:  # two shapes: a norm fitted on Llama-2-70B alone misses Llama-2-7B's (the docs say)
+        assert max(v for g, v in result.held_shape_mape.items() if g != "norm") < 11.0
+        assert result.held_shape_mape["norm"] < 16.0
 
 
 def test_the_presets_linear_layers_match_vidurs_a100_batches(vidur):
