@@ -1,8 +1,8 @@
 """The admission gate's calibrations, compiled: what it learns online of its own errors.
 
-The capacity estimates (refimpl.admission.capacity) are calibrated online by the error of
-their own predictions, not by observed latencies (a deadline-paced scheduler spends TPOT
-slack on purpose, so observed TPOTs sit near their targets whether or not there is room):
+The capacity estimates (refimpl.admission.capacity and .rates) are calibrated online by the
+error of their own predictions, not by observed latencies (a deadline-paced scheduler spends
+TPOT slack on purpose, so observed TPOTs sit near their targets whether or not there is room):
 `kappa` is the measured step time over the model's, and `eta` the prompt work the policy
 actually delivered over what the model said was free, in the steps where it was the limit (a
 prompt still waited after the step: the step that ends the last prompt says how little was

@@ -1,9 +1,10 @@
 """Admission control (the seed's section 5): accept, queue, degrade or reject each new request.
 
 `AdmissionController` is a `Gate` whose decisions are compiled (refimpl.admission.decide, from
-the capacity estimates of refimpl.admission.capacity): the serving loop calls them directly,
-without a crossing to Python. Its methods below are the same decisions reached from Python,
-for a gate that wraps it or a test. Requests that cannot fit even alone (`exceeds_context`,
+the capacity estimates of refimpl.admission.capacity over the rates of
+refimpl.admission.rates): the serving loop calls them directly, without a crossing to Python.
+Its methods below are the same decisions reached from Python, for a gate that wraps it or a
+test. Requests that cannot fit even alone (`exceeds_context`,
 `exceeds_kv_capacity`) never reach it: the loop rejects them. A decision is O(admitted
 prompts not yet computed), a step's upkeep O(that + the step's requests).
 """

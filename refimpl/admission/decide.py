@@ -39,8 +39,8 @@ import numpy as np
 from refimpl._numba import inline_kernel, kernel
 from refimpl.admission import state as S
 from refimpl.admission.calibration import class_of, granularity_s, learn_lateness, step_error
-from refimpl.admission.capacity import (
-    assess,
+from refimpl.admission.capacity import assess
+from refimpl.admission.rates import (
     chunk_share,
     decode_load,
     prompt_rate,

@@ -11,6 +11,7 @@ import pytest
 from refimpl.admission import Action, AdmissionConfig, AdmissionController
 from refimpl.admission import calibration as K
 from refimpl.admission import capacity as C
+from refimpl.admission import rates as R
 from refimpl.admission import state as S
 from refimpl.config.slo import SLO
 from refimpl.sched import Request
@@ -34,7 +35,7 @@ def bound_gate(make_engine):
 
 
 def _prompt_s(gate, tokens, computed=0):
-    """The oracle of the gate's prompt seconds (the formula in capacity.py's docstring)."""
+    """The oracle of the gate's prompt seconds (the formula in rates.py's docstring)."""
     f = gate.state.fparams
     pairs = tokens * computed + tokens * (tokens + 1) / 2
     return tokens * f[S.PREFILL_TOKEN_S] + pairs * f[S.PREFILL_PAIR_S]
@@ -139,7 +140,7 @@ def test_a_prompt_late_at_the_decodes_pace_is_predicted_in_stretched_steps_under
         return Request(8, 0.0, 4000, 20, slo=SLO(ttft_s, 0.1))
 
     probe = _on_seventy_b(policy, [*_DECODERS, newcomer(10.0)])
-    paced, stretched = C.prompt_rate(probe.state, 0.0, np.inf), C.stretched_rate(probe.state)
+    paced, stretched = R.prompt_rate(probe.state, 0.0, np.inf), R.stretched_rate(probe.state)
     assert stretched > 1.2 * paced
     own = _prompt_s(probe, 4000)
     gate = _on_seventy_b(policy, [*_DECODERS, newcomer(0.5 * (own / paced + own / stretched))])
@@ -156,8 +157,8 @@ def test_behind_another_prompt_a_late_prompt_is_predicted_at_the_decodes_pace():
     ahead = Request(8, 0.0, 1000, 20, slo=SLO(ttft_s=0.3, tpot_s=0.1))
     gate = _on_seventy_b("slo", [*_DECODERS, ahead, Request(9, 0.0, 4000, 20,
                                                             slo=SLO(0.4, 0.1))])
-    paced = C.prompt_rate(gate.state, 0.0, np.inf)
-    assert C.stretched_rate(gate.state) > 1.2 * paced
+    paced = R.prompt_rate(gate.state, 0.0, np.inf)
+    assert R.stretched_rate(gate.state) > 1.2 * paced
     gate.on_arrival(9, 0.0)
     work = _prompt_s(gate, 1000) + _prompt_s(gate, 4000)
     assert gate.state.prediction[S.FIRST_TOKEN_S, 9] == pytest.approx(work / paced, rel=0.01)
@@ -272,7 +273,7 @@ def test_a_newcomer_waits_for_the_step_in_flight_not_for_a_whole_tick(bound_gate
     for _ in range(AdmissionConfig().min_observations):
         gate.observe(StepPlan(decode=(0,)), NO_END, step, 0.0)
     assert K.step_error(gate.state) == pytest.approx(1.0)
-    assert C.tick_s(gate.state, np.inf) == pytest.approx(0.25)
+    assert R.tick_s(gate.state, np.inf) == pytest.approx(0.25)
     assert K.granularity_s(gate.state) == pytest.approx(step / 2)  # E[d^2] / (2 E[d])
     assert gate.on_arrival(1, 0.0).action is Action.ACCEPT
     # one long step in the window weighs as the likelier to be in flight

@@ -50,7 +50,7 @@ from refimpl.sched.slo.knapsack import (
     select_decode_batch,
 )
 from refimpl.sched.slo.prefill import choose_prefill, partial_prefill_victim
-from refimpl.sched.slo.pressure import climb, restores
+from refimpl.sched.slo.pressure import draft_relief
 from refimpl.sched.slo.queues import (
     DecodeSet,
     PrefillQueue,
@@ -211,31 +211,8 @@ class SLOPolicy(Policy):
 
     def _relieve_pressure(self, draft: TickDraft, now_s: float) -> None:
         """Draft the ladder's actions (if any) and move the requests they touch."""
-        if self.ladder is None:
-            return
-        kv, requests = draft.kv, draft.requests
-        if kv.utilization() <= self.ladder.queue_new_above:
-            for i in restores(self.ladder.queue_new_above, kv, draft.spilled):
-                draft.restore_in(i)
-            return
-        if not draft.holding:  # holding new prompts is a state, counted when it starts
-            draft.holding = True
-            draft.counts[str(LadderStep.QUEUE_NEW)] += 1
-        moves = climb(self.ladder, kv, requests, draft.decode.decoding(), now_s)
-        for move in moves:
-            draft.counts[str(move.step)] += 1
-            if move.step is LadderStep.QUANTIZE:
-                draft.quantize.append((move.row, self.ladder.quantize_factor))
-        # The decode set gives up its rows as the old scheduler did: capped, preempted, spilled.
-        for move in moves:
-            if move.step is LadderStep.CAP_LENGTH:
-                draft.finish_early(move.row, "length_capped")
-        for move in moves:
-            if move.step is LadderStep.PREEMPT:
-                draft.preempt_decoding(move.row, freed=True)
-        for move in moves:
-            if move.step is LadderStep.SPILL:
-                draft.spill_out(move.row)
+        if self.ladder is not None:
+            draft_relief(self.ladder, draft, now_s)
 
     # ---- after the step ----------------------------------------------------------------------
     def update_from_output(self, plan: StepPlan, finished: np.ndarray, now_s: float) -> None:

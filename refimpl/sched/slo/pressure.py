@@ -23,9 +23,10 @@ from refimpl.sched.slo.queues import next_token_deadlines_s
 
 if TYPE_CHECKING:
     from refimpl.kv.projection import Projection
+    from refimpl.sched.slo.draft import TickDraft
     from refimpl.sched.table import RequestTable
 
-__all__ = ["LadderMove", "climb", "restores"]
+__all__ = ["LadderMove", "climb", "draft_relief", "restores"]
 
 class LadderMove(NamedTuple):
     """One ladder action: its step, the request, the pages it frees."""
@@ -72,3 +73,32 @@ def restores(limit: float, kv: Projection, spilled: list[int]) -> list[int]:
         kv.restore(i)
         back.append(i)
     return back
+
+
+def draft_relief(ladder: LadderConfig, draft: TickDraft, now_s: float) -> None:
+    """Draft the ladder's actions of this tick into `draft`: restores below the first
+    watermark, else holding new prompts and the rungs `climb` decides (capped, preempted,
+    spilled requests leave the decode set in that order, as the old scheduler did)."""
+    kv, requests = draft.kv, draft.requests
+    if kv.utilization() <= ladder.queue_new_above:
+        for i in restores(ladder.queue_new_above, kv, draft.spilled):
+            draft.restore_in(i)
+        return
+    if not draft.holding:  # holding new prompts is a state, counted when it starts
+        draft.holding = True
+        draft.counts[str(LadderStep.QUEUE_NEW)] += 1
+    moves = climb(ladder, kv, requests, draft.decode.decoding(), now_s)
+    for move in moves:
+        draft.counts[str(move.step)] += 1
+        if move.step is LadderStep.QUANTIZE:
+            draft.quantize.append((move.row, ladder.quantize_factor))
+    # The decode set gives up its rows as the old scheduler did: capped, preempted, spilled.
+    for move in moves:
+        if move.step is LadderStep.CAP_LENGTH:
+            draft.finish_early(move.row, "length_capped")
+    for move in moves:
+        if move.step is LadderStep.PREEMPT:
+            draft.preempt_decoding(move.row, freed=True)
+    for move in moves:
+        if move.step is LadderStep.SPILL:
+            draft.spill_out(move.row)
