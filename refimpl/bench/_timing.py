@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 
 from refimpl._timing import best_seconds
@@ -17,10 +18,16 @@ def threads(num_threads: int) -> Iterator[None]:
     import scipy.linalg.cython_blas  # noqa: F401  (BLAS must be loaded to be limited)
     from threadpoolctl import threadpool_limits
 
-    before = numba.get_num_threads()
+    # Only a PyTorch already imported: importing it here would cost every suite seconds.
+    torch = sys.modules.get("torch")
+    before = numba.get_num_threads(), torch.get_num_threads() if torch else None
     numba.set_num_threads(num_threads)
+    if torch:
+        torch.set_num_threads(num_threads)  # by name: threadpoolctl reaches it only via OpenMP
     try:
         with threadpool_limits(limits=num_threads):
             yield
     finally:
-        numba.set_num_threads(before)
+        numba.set_num_threads(before[0])
+        if torch:
+            torch.set_num_threads(before[1])

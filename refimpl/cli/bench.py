@@ -22,7 +22,8 @@ SUITES = {
     "serving": "SLO attainment, goodput and capacity of slo beside the baselines on traces",
     "costmodel": "cost model: held-out MAPE vs DistServe baseline, look-up cost, profile time",
     "admission": "overload at 1x-8x capacity: goodput and SLOs of slo with/without admission, vllm",
-    "model": "the Llama model: prefill and decode tokens/s at batch 1/8/32 vs no-cache NumPy",
+    "model": "the Llama model: prefill and decode tokens/s at batch 1/8/32 vs Hugging Face "
+             "transformers (if installed) and no-cache NumPy",
     "robustness": "every trace format x model x SLO set x 0.25x-8x load x policy, with issue 14's "
                   "acceptance checks (--threads N: N worker processes)",
     "fidelity": "the real engine (tiny Llama on this CPU) against the simulator at three loads, "
