@@ -46,9 +46,9 @@ def _greedy(request_id: int, prompt: int, new: int) -> tuple[int, ...]:
     return tuple(tokens[prompt:])
 
 
-def _serve(policy, lengths=LENGTHS, **options):
+def _serve(policy, lengths=LENGTHS, gap_s=0.002, **options):
     options.setdefault("step_model", STEP_MODEL)
-    return run(_requests(lengths), policy, model=_model(), seed=SEED, **options)
+    return run(_requests(lengths, gap_s), policy, model=_model(), seed=SEED, **options)
 
 
 def _expected(lengths=LENGTHS):
@@ -72,8 +72,9 @@ def test_greedy_tokens_are_the_plain_forwards_whatever_the_schedule(policy, para
 
 def test_preemption_recomputes_the_same_tokens():
     # 7 pages of 16 tokens cannot hold every request at once: vLLM preempts and recomputes.
+    # All arrive at once, so they meet in the pool however fast this machine's steps are.
     page_bytes = 16 * CONFIG.to_model_config().kv_bytes_per_token()
-    result = _serve("vllm", kv_memory_bytes=7 * page_bytes)
+    result = _serve("vllm", gap_s=0.0, kv_memory_bytes=7 * page_bytes)
     assert result.requests.num_preemptions.sum() > 0
     assert result.outputs == _expected()
 
@@ -176,13 +177,16 @@ def test_each_step_records_its_prediction_and_the_calibration_absorbs_a_drift():
     ratio = measured / log["offline_s"]
     assert np.median(ratio[60:]) > 2.0 * np.median(ratio[10:50])
     # the calibrated prediction (made before each step) follows the machine: after the drift
-    # its error is under half the offline model's, and the detector fired; how soon it is
-    # back within 10% on a quiet machine is `refimpl bench fidelity`'s figure (here step
-    # times are a shared machine's, noisy step to step)
+    # its error is under half that of a calibration frozen before it (the offline model at
+    # the pre-drift calibration: the offline model alone may be off this machine either way,
+    # and a 6x drift can land on it), and the detector fired; how soon it is back within 10%
+    # on a quiet machine is `refimpl bench fidelity`'s figure (here step times are a shared
+    # machine's, noisy step to step)
     def error(prediction):
         return np.median(np.abs(np.log(prediction[80:] / measured[80:])))
 
-    assert error(predicted) < 0.5 * error(log["offline_s"])
+    frozen = log["offline_s"] * np.median(predicted[10:50] / log["offline_s"][10:50])
+    assert error(predicted) < 0.5 * error(frozen)
     assert result.drift
 
 
