@@ -15,7 +15,16 @@ from refimpl.costmodel.choose import compiled_coefficients
 from refimpl.costmodel.gpu_fit import fit_efficiency, linear_layers_s, score
 from refimpl.costmodel.gpu_ops import gemm_terms, layer_gemms, op_s
 from refimpl.costmodel.gpu_profiles import GPU_PRESETS, read_profiles
-from refimpl.costmodel.step import step_s
+from refimpl.costmodel.step import (
+    COUNT,
+    DECODE_ONLY,
+    FIXED,
+    LAUNCH,
+    PER_SPILL_ROW,
+    SHARPNESS,
+    SPILL_ROWS,
+    step_s,
+)
 from refimpl.errors import ConfigError
 
 from ._vidur import VIDUR, write_compute_csv, write_network_csv
@@ -73,7 +82,8 @@ def test_the_compiled_formula_is_the_sum_of_the_operators():
             terms = gemm_terms(gemm, g, H100.peak_flops, H100.memory_bandwidth_bytes_s, 2)
             expected += LLAMA2.num_layers * (g.launch_s + op_s(*terms, g.sharpness, tokens))
         ops = model.coefficients.ops
-        linear = sum(ops[k, 0] * (ops[k, 1] + op_s(*ops[k, 2:9], ops[k, 9], tokens))
+        linear = sum(ops[k, COUNT] * (ops[k, LAUNCH] + op_s(*ops[k, FIXED:SHARPNESS],
+                                                            ops[k, SHARPNESS], tokens))
                      for k in range(4))
         assert linear == pytest.approx(expected, rel=1e-12)
 
@@ -81,15 +91,17 @@ def test_the_compiled_formula_is_the_sum_of_the_operators():
 def test_the_compiled_formula_charges_every_operator_row_its_bytes_past_the_cache():
     # step_s's linear part, with and without the operator rows counted, is the rows' op_s sum
     c = CalibratedStepModel(LLAMA2, H100).coefficients
-    uncounted = c._replace(ops=c.ops * (np.arange(c.ops.shape[1]) != 0))
+    uncounted = c._replace(ops=c.ops * (np.arange(c.ops.shape[1]) != COUNT))  # 0 runs
     spilled = False
     for tokens in (1, 37, 1000, 4096):
         ops = c.ops
-        expected = sum(ops[k, 0] * (ops[k, 1] + op_s(*ops[k, 2:9], ops[k, 9], tokens))
-                       for k in range(ops.shape[0]) if ops[k, 10] == 0.0)  # no decodes: no LM head
+        expected = sum(ops[k, COUNT] * (ops[k, LAUNCH] + op_s(*ops[k, FIXED:SHARPNESS],
+                                                              ops[k, SHARPNESS], tokens))
+                       for k in range(ops.shape[0])
+                       if ops[k, DECODE_ONLY] == 0.0)  # no decodes: no LM head
         linear = step_s(c, tokens, 0, 0, 0) - step_s(uncounted, tokens, 0, 0, 0)
         assert linear == pytest.approx(expected, rel=1e-12)
-        spilled |= bool(np.any((ops[:, 8] > 0) & (tokens > ops[:, 7])))
+        spilled |= bool(np.any((ops[:, PER_SPILL_ROW] > 0) & (tokens > ops[:, SPILL_ROWS])))
     assert spilled  # a 4,096-token prefill's norms run past the cache
 
 
