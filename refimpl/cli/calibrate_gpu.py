@@ -39,7 +39,9 @@ def _figures(eff: Efficiency) -> str:
         fit = getattr(eff, op)
         lines.append(f"  {op}: launch {fit.launch_s * 1e6:.2f} us, bandwidth "
                      f"{fit.efficiency:.3f} in cache, {fit.spill_efficiency:.3f} past "
-                     f"{fit.cache_bytes / 1e6:.4g} MB, sharpness {fit.sharpness:.4g}")
+                     f"{fit.cache_bytes / 1e6:.4g} MB, sharpness {fit.sharpness:.4g}, "
+                     f"row floor {fit.row_latency_s_per_byte * 1e15:.4g} fs/B, "
+                     f"row {fit.row_s * 1e12:.4g} ps")
     lines += [f"  all-reduce x{link.num_gpus}: launch {link.launch_s * 1e6:.1f} us, "
               f"{link.bytes_per_s / 1e9:.0f} GB/s" for link in eff.all_reduce]
     return "\n".join(lines)

@@ -63,6 +63,13 @@ class OpFit:
     # their in-cache pace (L2: A100 40 MB, H100 50 MB).
     cache_bytes: float = math.inf
     spill_efficiency: float = 1.0  # beyond `cache_bytes` (unused while it is inf)
+    # vLLM's RMSNorm, rotary and SiLU-and-mul kernels run one thread block per token, so a
+    # small batch is bound by one block streaming its row (a floor that grows with the row's
+    # bytes) and every row pays a block's fixed cost. Fitted to Vidur's profiles, shared by
+    # those three operators of a GPU (their widths vary with the model and the TP degree);
+    # 0 for the element-wise torch operators (adds, embedding).
+    row_latency_s_per_byte: float = 0.0
+    row_s: float = 0.0
 
     def __post_init__(self) -> None:
         _seconds("launch_s", self.launch_s)
@@ -72,6 +79,8 @@ class OpFit:
                                                       and self.cache_bytes > 0):
             raise ConfigError("cache_bytes", self.cache_bytes, "must be bytes > 0 (inf: none)")
         _fraction("spill_efficiency", self.spill_efficiency)
+        _seconds("row_latency_s_per_byte", self.row_latency_s_per_byte)
+        _seconds("row_s", self.row_s)
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,10 @@
 Linear layers: one `GemmFit` per GPU, shared by all four projections of every model shape and
 TP degree, by least squares on relative error (a soft L1 loss, close to minimising MAPE).
 Memory-bound operators: per operator group, a launch cost, a bandwidth fraction while the
-operator's bytes stay in L2, the cache's size in bytes, a bandwidth fraction past it, and a
-sharpness, the same way. All-reduce: per TP degree, a launch cost and a bus bandwidth.
+operator's bytes stay in L2, the cache's size in bytes, a bandwidth fraction past it (at most
+the first), and a sharpness, the same way; the norms, rotary embedding and activation, vLLM
+kernels with one thread block per token, share a one-row floor per byte of the row and a cost
+per row, fitted jointly. All-reduce: per TP degree, a launch cost and a bus bandwidth.
 Vidur's all-reduce `size` is taken as bytes: as fp16 elements, 8 H100s would reach 730 GB/s
 of bus bandwidth, above NVLink 4's 450 GB/s a direction.
 
@@ -95,30 +97,67 @@ def _memory_rows(profiles: list[OperatorProfile], hw: HardwareSpec, group: str, 
     return np.concatenate(pred), np.concatenate(meas)
 
 
-def _op_fit(x: np.ndarray) -> OpFit:
+def _op_fit(x: np.ndarray, row: tuple[float, float] = (0.0, 0.0)) -> OpFit:
     """An `OpFit` from the fit's log-space vector (launch, efficiency, cache MB, spill
-    efficiency, sharpness)."""
+    efficiency as a fraction of the in-cache one, sharpness) and the row terms."""
     launch, eff, cache_mb, spill, p = map(float, np.exp(x))
-    return OpFit(launch, eff, p, cache_mb * 1e6, spill)
+    return OpFit(launch, eff, p, cache_mb * 1e6, spill * eff, *map(float, row))
+
+
+# Bounds of `_op_fit`'s vector: the bytes past the cache go no faster than those in it.
+OP_LO, OP_HI = np.log([1e-7, 0.02, 0.1, 0.02, 1.0]), np.log([1e-4, 1.5, 1e3, 1.0, 20.0])
+# The row terms shared by ROW_KERNELS (s per byte of the one-row floor, s per row): where
+# their joint fit starts (about the A100's figures) and its bounds.
+ROW_START, ROW_LO, ROW_HI = np.log([1e-10, 1e-9]), np.log([1e-13, 1e-13]), np.log([1e-8, 1e-7])
+ROW_KERNELS = ("norm", "rope", "act")  # one thread block per token in vLLM's kernels
+
+
+def _fit(residuals, x0: np.ndarray, lo: np.ndarray, hi: np.ndarray):
+    return least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.05,
+                         x_scale=1.0, diff_step=1e-3)
 
 
 def fit_memory_op(profiles: list[OperatorProfile], hw: HardwareSpec, group: str) -> OpFit:
     """A memory-bound operator group's launch cost, bandwidth fractions in and past the cache,
-    the cache's size and the sharpness; started from a few points (CACHE_STARTS), the best
-    kept."""
+    the cache's size and the sharpness, without row terms; started from a few points
+    (CACHE_STARTS), the best kept."""
     def residuals(x):
         pred, meas = _memory_rows(profiles, hw, group, _op_fit(x))
         return pred / meas - 1.0
 
-    lo, hi = np.log([1e-7, 0.02, 0.1, 0.02, 1.0]), np.log([1e-4, 1.5, 1e3, 1.5, 20.0])
     best = None
     for cache_mb, eff in CACHE_STARTS:
-        x0 = np.log([3e-6, eff, cache_mb, 0.5 * eff, 2.0])
-        sol = least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.05,
-                            x_scale=1.0, diff_step=1e-3)
+        sol = _fit(residuals, np.log([3e-6, eff, cache_mb, 0.5, 2.0]), OP_LO, OP_HI)
         if best is None or sol.cost < best.cost:
             best = sol
     return _op_fit(best.x)
+
+
+def fit_memory_ops(profiles: list[OperatorProfile], hw: HardwareSpec) -> dict[str, OpFit]:
+    """Every memory-bound group's figures: each fitted alone (`fit_memory_op`), then all
+    refined together with the row terms that ROW_KERNELS share. Shared, because one shape
+    shows a single row width for a norm: the floor's growth with width is seen in the rotary
+    and activation kernels, whose rows narrow with the TP degree."""
+    groups = tuple(MEMORY_OPS)
+
+    def unpack(x: np.ndarray) -> dict[str, OpFit]:
+        row = tuple(np.exp(x[-2:]))
+        return {g: _op_fit(x[5 * i:5 * i + 5], row if g in ROW_KERNELS else (0.0, 0.0))
+                for i, g in enumerate(groups)}
+
+    def residuals(x):
+        fits = unpack(x)
+        return np.concatenate([np.divide(*_memory_rows(profiles, hw, g, fits[g])) - 1.0
+                               for g in groups])
+
+    alone = [fit_memory_op(profiles, hw, g) for g in groups]
+    # Each launch starts lower: the row floor now carries part of a small batch's time.
+    x0 = np.concatenate([np.log([f.launch_s * 0.7, f.efficiency, f.cache_bytes / 1e6,
+                                 f.spill_efficiency / f.efficiency, f.sharpness])
+                         for f in alone] + [ROW_START])
+    lo = np.concatenate([np.tile(OP_LO, len(groups)), ROW_LO])
+    hi = np.concatenate([np.tile(OP_HI, len(groups)), ROW_HI])
+    return unpack(_fit(residuals, np.clip(x0, lo + 1e-9, hi - 1e-9), lo, hi).x)
 
 
 def fit_all_reduce(profile: AllReduceProfile) -> tuple[LinkFit, ...]:
@@ -135,7 +174,7 @@ def fit_all_reduce(profile: AllReduceProfile) -> tuple[LinkFit, ...]:
 def fit_efficiency(compute: list[OperatorProfile], network: list[AllReduceProfile],
                    hw: HardwareSpec, source: str) -> Efficiency:
     """Every fitted figure of one GPU from its profiles."""
-    ops = {g: fit_memory_op(compute, hw, g) for g in MEMORY_OPS}
+    ops = fit_memory_ops(compute, hw)
     links = tuple(link for net in network for link in fit_all_reduce(net))
     return Efficiency(gemm=fit_gemm(compute, hw), all_reduce=links, source=source, **ops)
 

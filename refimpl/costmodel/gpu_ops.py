@@ -94,10 +94,11 @@ def gemm_terms(gemm: Gemm, fit: GemmFit, peak_flops: float, bandwidth: float,
 
 
 def memory_terms(fit: OpFit, nbytes_per_row: float, bandwidth: float) -> tuple[float, ...]:
-    """`op_s`'s terms before the sharpness for a memory-bound operator."""
-    s_per_row = nbytes_per_row / (bandwidth * fit.efficiency)
+    """`op_s`'s terms before the sharpness for a memory-bound operator: its floor is the
+    launch plus one block streaming a row, each row costs its bytes and a block's `row_s`."""
+    s_per_row = nbytes_per_row / (bandwidth * fit.efficiency) + fit.row_s
+    floor_s = fit.launch_s + nbytes_per_row * fit.row_latency_s_per_byte
     if math.isinf(fit.cache_bytes):
-        return 0.0, s_per_row, 0.0, fit.launch_s, 1.0, 0.0, 0.0
-    spilled = nbytes_per_row / (bandwidth * fit.spill_efficiency)
-    return (0.0, s_per_row, 0.0, fit.launch_s, 1.0, fit.cache_bytes / nbytes_per_row,
-            spilled - s_per_row)
+        return 0.0, s_per_row, 0.0, floor_s, 1.0, 0.0, 0.0
+    spilled = nbytes_per_row * (1.0 / fit.spill_efficiency - 1.0 / fit.efficiency) / bandwidth
+    return 0.0, s_per_row, 0.0, floor_s, 1.0, fit.cache_bytes / nbytes_per_row, spilled
