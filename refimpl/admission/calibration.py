@@ -9,7 +9,8 @@ prompt still waited after the step: the step that ends the last prompt says how 
 asked, not what could be given), both over the last `RING` steps (1 until
 `MIN_OBSERVATIONS` steps are in); the pages' return rate is measured over the same steps.
 The mean residual of the step in flight (`granularity_s`) and the rate admitted requests
-end at (`end_rate`) are read from the same window.
+end at (`end_rate`) are read from the same window. What is learned is kept per SLO class,
+in a few class slots (`class_of`, `ttft_class`, `add_class`).
 
 What is left of the error is learned too, as lateness: each admitted request's predicted
 wait for its first token is noted, and how much later it came (the first token ends the step
@@ -30,8 +31,9 @@ import numpy as np
 from refimpl._numba import inline_kernel
 from refimpl.admission import state as S
 
-__all__ = ["ETA_RANGE", "MAX_EARLY", "class_of", "delivery", "end_rate", "granularity_s",
-           "lateness_s", "learn_lateness", "return_rate", "step_error"]
+__all__ = ["ETA_RANGE", "MAX_EARLY", "add_class", "class_of", "delivery", "end_rate",
+           "granularity_s", "lateness_s", "learn_lateness", "return_rate", "step_error",
+           "ttft_class"]
 
 # A class's first tokens found early shorten its predicted waits by at most this share (a
 # guard, as `ETA_RANGE`: a few early tokens on a quiet machine say little of a busy one).
@@ -76,6 +78,33 @@ def class_of(targets, target):
         if targets[c] == target:
             return c
     return -1
+
+
+@inline_kernel
+def add_class(targets, counts, target, delta):
+    """Count `delta` requests into the class with `target` (a free slot for a new one): the
+    TPOT classes' counts, booked as requests are admitted and released as they end."""
+    free = S.MAX_CLASSES - 1
+    for c in range(S.MAX_CLASSES):
+        if counts[c] > 0 and targets[c] == target:
+            counts[c] += delta
+            return
+        if counts[c] == 0 and free == S.MAX_CLASSES - 1:
+            free = c
+    targets[free] = target  # (with every slot taken, the last is shared)
+    counts[free] += delta
+
+
+@inline_kernel
+def ttft_class(targets, target):
+    """The slot of the TTFT class `target` (taken on first sight; the last one is shared)."""
+    for c in range(S.MAX_CLASSES):
+        if targets[c] == target:
+            return c
+        if targets[c] != targets[c]:  # NaN: free
+            targets[c] = target
+            return c
+    return S.MAX_CLASSES - 1
 
 
 @inline_kernel

@@ -3,7 +3,7 @@
 Built once per run by `new_gate_state` from the gate's configuration, the run's step model
 (linearised into a few seconds-per-unit coefficients, so any `StepTimeModel` works) and the
 policy's prompt order. The layout names below index the parameter and aggregate arrays; the
-compiled gate (refimpl.admission.decide) is their only writer.
+compiled gate (refimpl.admission.decide and .observe) is their only writer.
 """
 
 from __future__ import annotations

@@ -36,10 +36,11 @@ from refimpl.engine.loop import (
     serve,
 )
 from refimpl.errors import ConfigError, SchedulingError
-from refimpl.kv.manager import KVView, new_kv_state
+from refimpl.kv.manager import new_kv_state
 from refimpl.kv.pool import PagePool
 from refimpl.kv.prefix import BLOCK_TOKENS, STAT_FIELDS, new_prefix_state
 from refimpl.kv.prefix_facade import flush_prefix
+from refimpl.kv.view import KVView
 from refimpl.metrics.records import FINISHED, REJECTED, RequestRecords, StepRecords
 from refimpl.sched.plan import new_plan_arrays
 from refimpl.sched.policy import BuiltinPolicy, Policy, PolicyContext

@@ -1,7 +1,8 @@
-"""Argument checks and page arithmetic shared by the page pool's modules (pool, batch, tiers).
+"""Argument checks and page arithmetic shared by the page pool's modules (pool, slots, batch,
+tiers).
 
-One home for them, so that `PagePool`'s mixins (`refimpl.kv.batch`, `refimpl.kv.tiers`) need
-not import `refimpl.kv.pool`, which imports them.
+One home for them, so that `PagePool`'s mixins (`refimpl.kv.slots`, `refimpl.kv.batch`,
+`refimpl.kv.tiers`) need not import `refimpl.kv.pool`, which imports them.
 """
 
 from __future__ import annotations

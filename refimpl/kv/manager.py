@@ -6,8 +6,8 @@ or quantizes a request's pages. The facade owns the request-to-slot map (`slot_o
 pool row of request `i`, -1 while it holds no pages) and a stack of free slots; nothing
 outside `refimpl/kv/` touches the pool's arrays. `KVState` is the facade's data (the pool's
 own arrays, shared, not copied) and the compiled functions here are its operations, the one
-definition each: compiled policies and the commit call them directly, and `KVView` is the same
-facade for plain-Python policies (read-only).
+definition each: compiled policies and the commit call them directly, and `KVView`
+(refimpl.kv.view) is the same facade for plain-Python policies (read-only).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from refimpl.kv.pool import PagePool, RequestState
 from refimpl.kv.prefix import PrefixState, no_prefix_state
 
 __all__ = ["COUNTER_FREE", "COUNTER_SPILLED", "SLOT_FREE", "SLOT_RESIDENT", "SLOT_SPILLED",
-           "KVState", "KVView", "new_kv_state"]
+           "KVState", "fitting_rows", "new_kv_state", "pages_needed_of", "pages_needed_rows"]
 
 # The layout of a `KVState`, for compiled code that reads it: entries of `counters`, values of
 # `states` (refimpl.kv._pool_kernels owns them; these are the names the rest of refimpl uses).
@@ -113,6 +113,32 @@ def pages_needed_rows(slot_of, num_pages_of, tokens_per_page, num_computed, page
         per_page = tokens_per_page[slot] if slot >= 0 else page_size
         out[k] = _pages_needed_of(held, per_page, num_computed[i], tokens[k])
     return -1
+
+
+@kernel
+def fitting_rows(slot_of, num_pages_of, tokens_per_page, num_computed, page_size, rows, tokens,
+                 free):
+    """How many of the entries, in order, fit: those before the first that computes no token
+    or whose `pages_needed_of`, summed with the ones before it, passes `free` pages
+    (`KVView.num_fitting`: one compiled call instead of a pages query and five NumPy ones);
+    -1 - k where row `rows[k]` is out of range (every row is checked)."""
+    n, taken = rows.shape[0], 0
+    for k in range(rows.shape[0]):
+        i = rows[k]
+        if i < 0 or i >= slot_of.shape[0]:
+            return -1 - k
+        if k >= n:
+            continue
+        if tokens[k] <= 0:
+            n = k
+            continue
+        slot = slot_of[i]
+        held = num_pages_of[slot] if slot >= 0 else 0
+        per_page = tokens_per_page[slot] if slot >= 0 else page_size
+        taken += _pages_needed_of(held, per_page, num_computed[i], tokens[k])
+        if taken > free:
+            n = k
+    return n
 
 
 @inline_kernel
@@ -247,52 +273,3 @@ def quantize(kv, i, factor):
         P.unpublish(kv.prefix, kv.tables, kv.num_pages_of[slot], slot)  # pages rewritten
     return T.quantize(kv.refcount, kv.free_stack, kv.counters, kv.tables, kv.num_pages_of,
                       kv.lengths, kv.tokens_per_page, kv.states, slot, factor)
-
-
-class KVView:
-    """The facade, read-only, for plain-Python policies and gates."""
-
-    def __init__(self, kv: KVState, num_computed: np.ndarray) -> None:
-        self._kv = kv
-        self._num_computed = num_computed  # the request table's row, read live
-        self.page_size = kv.page_size
-        self.num_pages = kv.num_pages
-
-    @property
-    def num_free_pages(self) -> int:
-        """Pages not held by any request (free, or idle in the prefix cache)."""
-        prefix = self._kv.prefix
-        return int(self._kv.counters[K.FREE] + prefix.buf[prefix.stats_at + P.IDLE_PAGES])
-
-    def utilization(self) -> float:
-        """Share of the pool's pages in use."""
-        return (self.num_pages - self.num_free_pages) / self.num_pages
-
-    def pages_held(self, i: int | np.ndarray) -> int | np.ndarray:
-        """Pages request `i` (or each row in an array) holds now."""
-        slot = self._kv.slot_of[i]
-        return np.where(slot >= 0, self._kv.num_pages_of[slot], 0)[()]
-
-    def pages_needed(self, i: int | np.ndarray,
-                     num_tokens: int | np.ndarray) -> int | np.ndarray:
-        """New pages request `i` takes if `num_tokens` more of its tokens are computed (or,
-        for arrays of rows and token counts, each of them)."""
-        kv = self._kv
-        if (type(i) is np.ndarray and type(num_tokens) is np.ndarray and i.ndim == 1
-                and i.shape == num_tokens.shape and i.dtype == np.int64
-                and num_tokens.dtype == np.int64):
-            out = np.empty(len(i), np.int64)
-            bad = pages_needed_rows(kv.slot_of, kv.num_pages_of, kv.tokens_per_page,
-                                    self._num_computed, self.page_size, i, num_tokens, out)
-            if bad >= 0:
-                raise IndexError(f"row {int(i[bad])} is not a request of this run "
-                                 f"(rows 0..{len(kv.slot_of) - 1})")
-            return out
-        slot = kv.slot_of[i]
-        held = np.where(slot >= 0, kv.num_pages_of[slot], 0)
-        tokens_per_page = np.where(slot >= 0, kv.tokens_per_page[slot], self.page_size)
-        return pages_needed_of(held, tokens_per_page, self._num_computed[i], num_tokens)[()]
-
-    def pages_for_tokens(self, num_tokens: int) -> int:
-        """Pages that hold `num_tokens` tokens at full precision."""
-        return pages_needed_of(0, self.page_size, 0, num_tokens)

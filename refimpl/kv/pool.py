@@ -5,9 +5,10 @@ holds the K and V of `page_size` tokens in every layer; a request owns a page ta
 in order) and grows one page at a time; forks share pages by refcount and copy a shared last
 page before writing to it. All state lives in NumPy arrays that Numba kernels update, so a whole
 decode batch grows in one call; request ids map to array rows ("slots") through one dict. This
-module holds the page bookkeeping (slots, allocate/free/fork, queries); growth (`append`, the
-decode batch's `append_batch`) is in `refimpl.kv.batch`, the quantize/spill/restore tiers in
-`refimpl.kv.tiers`.
+module holds the page bookkeeping (allocate/free/fork, queries); the slot table (request ids
+to rows) is in `refimpl.kv.slots`, real K/V data in `refimpl.kv.attach`, growth (`append`,
+the decode batch's `append_batch`) in `refimpl.kv.batch`, the quantize/spill/restore tiers
+in `refimpl.kv.tiers`.
 
 Invariants (checked by the tests after every operation): used + free = total pages; a page's
 refcount equals the number of page tables holding it; a page is free exactly when its refcount
@@ -26,7 +27,9 @@ from refimpl.config.model import ModelConfig
 from refimpl.errors import CapacityError, KVCacheError
 from refimpl.kv import _pool_kernels as K
 from refimpl.kv._checks import check_count, pages_for
+from refimpl.kv.attach import StorageAttachment
 from refimpl.kv.batch import BatchGrowth
+from refimpl.kv.slots import SlotTable
 from refimpl.kv.storage import KVStorage
 from refimpl.kv.tiers import PageTiers
 
@@ -61,12 +64,13 @@ class PoolStats:
     num_spilled_pages: int  # pages held in the CPU tier
 
 
-class PagePool(BatchGrowth, PageTiers):
+class PagePool(SlotTable, StorageAttachment, BatchGrowth, PageTiers):
     """A pool of `num_pages` KV pages of `page_size` tokens, with per-request page tables.
 
     The free list is a LIFO stack: fresh pages come out in ascending order, and freed pages are
-    reused first (their memory is the most likely to be in cache). `BatchGrowth` adds growth
-    (`append`, the batch hot path `append_batch`), `PageTiers` the quantize/spill/restore moves.
+    reused first (their memory is the most likely to be in cache). `SlotTable` maps request ids
+    to array rows, `StorageAttachment` adds real K/V data, `BatchGrowth` growth (`append`, the
+    batch hot path `append_batch`), `PageTiers` the quantize/spill/restore moves.
     """
 
     def __init__(
@@ -111,81 +115,6 @@ class PagePool(BatchGrowth, PageTiers):
         options.setdefault("max_context", model.max_context)
         return cls(num_pages, page_size, **options)
 
-    def attach_storage(self, num_layers: int, num_kv_heads: int, head_dim: int,
-                       quantized_format: str = "int8") -> KVStorage:
-        """Give the pool real K/V arrays in the kernels' layout; returns them."""
-        if self._slot_of:
-            raise KVCacheError("storage", "attach", "must be attached while the pool is empty")
-        self.storage = KVStorage(
-            check_count("num_layers", num_layers, 1), self.num_pages, self.page_size,
-            check_count("num_kv_heads", num_kv_heads, 1),
-            check_count("head_dim", head_dim, 1), quantized_format,
-        )
-        return self.storage
-
-    # ---- slots -------------------------------------------------------------------------
-    def _alloc_slots(self, num_slots: int) -> None:
-        old = getattr(self, "states", np.zeros(0, dtype=np.int8)).shape[0]
-        width = self.max_pages_per_request
-
-        def grow(array: np.ndarray | None, shape: tuple[int, ...], fill: int, dtype) -> np.ndarray:
-            fresh = np.full(shape, fill, dtype=dtype)
-            if array is not None:
-                fresh[:old] = array
-            return fresh
-
-        self.tables = grow(getattr(self, "tables", None), (num_slots, width), -1, np.int32)
-        self.num_pages_of = grow(getattr(self, "num_pages_of", None), (num_slots,), 0, np.int32)
-        self.lengths = grow(getattr(self, "lengths", None), (num_slots,), 0, np.int32)
-        self.tokens_per_page = grow(
-            getattr(self, "tokens_per_page", None), (num_slots,), self.page_size, np.int32
-        )
-        self.states = grow(getattr(self, "states", None), (num_slots,), 0, np.int8)
-        self._marks = grow(getattr(self, "_marks", None), (num_slots,), 0, np.int64)
-        # The arrays every append passes first, bound once: the decode hot path saves the
-        # attribute look-ups (rebound here whenever the slot arrays are reallocated).
-        self._state = (self.refcount, self.free_stack, self.counters, self.tables,
-                       self.num_pages_of, self.lengths, self.tokens_per_page, self.states,
-                       self._marks)
-        self._free_slots.extend(range(num_slots - 1, old - 1, -1))
-
-    def reserve_slots(self, num_requests: int) -> None:
-        """Slots for `num_requests` requests at once (for a compiled engine that takes its own)."""
-        if self.states.shape[0] < num_requests:
-            self._alloc_slots(check_count("num_requests", num_requests, 1))
-
-    def _new_slot(self, request_id: int) -> int:
-        if isinstance(request_id, bool) or not isinstance(request_id, (int, np.integer)):
-            raise KVCacheError("request_id", request_id, "must be an integer")
-        if request_id in self._slot_of:
-            raise KVCacheError("request_id", request_id, "already holds pages in this pool")
-        if not self._free_slots:
-            self._alloc_slots(2 * self.states.shape[0])
-        return self._free_slots[-1]  # taken for real by _bind, once nothing can fail
-
-    def _bind(self, request_id: int, slot: int) -> None:
-        self._free_slots.pop()
-        self._slot_of[int(request_id)] = slot
-        self.states[slot] = _RESIDENT
-        self.tokens_per_page[slot] = self.page_size
-
-    def slot(self, request_id: int) -> int:
-        """The array row of a request (for batch calls); `KVCacheError` if it holds nothing."""
-        try:
-            return self._slot_of[request_id]
-        except (KeyError, TypeError):
-            raise KVCacheError(
-                "request_id", request_id, "holds no pages in this pool (never allocated, "
-                "or already freed)"
-            ) from None
-
-    def _resident_slot(self, request_id: int) -> int:
-        slot = self.slot(request_id)
-        if self.states[slot] != _RESIDENT:
-            raise KVCacheError("request_id", request_id, "is spilled to the CPU tier; "
-                               "restore it first")
-        return slot
-
     # ---- queries -----------------------------------------------------------------------
     @property
     def num_free_pages(self) -> int:
@@ -197,34 +126,10 @@ class PagePool(BatchGrowth, PageTiers):
         """Pages held by at least one request."""
         return self.num_pages - self.num_free_pages
 
-    def __contains__(self, request_id: object) -> bool:
-        return request_id in self._slot_of
-
-    def request_ids(self) -> list[int]:
-        """Ids of the requests holding pages (resident or spilled), in allocation order."""
-        return list(self._slot_of)
-
     def page_table(self, request_id: int) -> list[int]:
         """The request's page ids, in token order."""
         slot = self.slot(request_id)
         return self.tables[slot, : self.num_pages_of[slot]].tolist()
-
-    def write(self, request_id: int, layer: int, start: int, k_rows: np.ndarray,
-              v_rows: np.ndarray) -> None:
-        """Store K/V rows (n, Hkv, d) of `layer` at positions [start, start + n)."""
-        self._require_storage().write(request_id, self.page_table(request_id),
-                                      self.length(request_id), layer, start, k_rows, v_rows)
-
-    def read(self, request_id: int, layer: int) -> tuple[np.ndarray, np.ndarray]:
-        """The request's K and V rows of `layer`, float32 (length, Hkv, d)."""
-        return self._require_storage().read(request_id, self.page_table(request_id),
-                                            self.length(request_id), layer)
-
-    def _require_storage(self) -> KVStorage:
-        if self.storage is None:
-            raise KVCacheError("storage", None, "this pool only keeps accounts; call "
-                               "attach_storage() for real K/V arrays")
-        return self.storage
 
     def length(self, request_id: int) -> int:
         """Tokens of KV the request holds."""

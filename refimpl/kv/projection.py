@@ -20,7 +20,7 @@ from refimpl.kv import _pool_kernels as K
 from refimpl.kv.pool import RequestState
 
 if TYPE_CHECKING:
-    from refimpl.kv.manager import KVView
+    from refimpl.kv.view import KVView
 
 __all__ = ["Projection", "cpu_tier"]
 

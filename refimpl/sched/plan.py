@@ -23,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from refimpl._numba import inline_kernel
+from refimpl.errors import SchedulingError
 
 __all__ = ["PlanArrays", "StepPlan", "new_plan_arrays", "read_plan", "write_plan"]
 
@@ -31,7 +32,8 @@ __all__ = ["PlanArrays", "StepPlan", "new_plan_arrays", "read_plan", "write_plan
 class StepPlan:
     """Work of one step; every entry names a request by its row in the request table."""
 
-    # Any sequence of ints will do (a tuple, a list, a NumPy array); `read_plan` gives tuples.
+    # Any sequence of ints will do (a tuple, a list, a NumPy array), and for the pairs any
+    # sequence of pairs or an (n, 2) integer array, one row a pair; `read_plan` gives tuples.
     decode: tuple[int, ...] = ()  # requests computing their newest token (one each)
     prefill: tuple[tuple[int, int], ...] = ()  # (request, prompt tokens computed this step)
     preempt: tuple[int, ...] = ()  # requests whose KV is dropped first, to recompute later
@@ -48,7 +50,7 @@ class StepPlan:
     @property
     def num_tokens(self) -> int:
         """Tokens computed by the step, decode and prefill together."""
-        return len(self.decode) + sum(tokens for _, tokens in self.prefill)
+        return len(self.decode) + int(sum(tokens for _, tokens in self.prefill))
 
 
 # Rows of `PlanArrays.entries` (request rows; prefill token counts; finish reason codes;
@@ -94,7 +96,11 @@ def write_plan(plan: StepPlan, arrays: PlanArrays, reason_code: Callable[[str], 
             entries[row, :len(rows)] = rows
     for name, row, value_row, count in _PAIRS:
         pairs = getattr(plan, name)
-        if len(pairs) > 16:
+        if type(pairs) is np.ndarray:
+            _check_pairs(name, pairs)
+            entries[row, :len(pairs)] = pairs[:, 0]
+            entries[value_row, :len(pairs)] = pairs[:, 1]
+        elif len(pairs) > 16:
             entries[(row, value_row), :len(pairs)] = np.asarray(pairs, np.int64).T
         else:
             for k, (i, value) in enumerate(pairs):
@@ -111,6 +117,14 @@ def write_plan(plan: StepPlan, arrays: PlanArrays, reason_code: Callable[[str], 
         sizes[NUM_KERNELS] = len(kernels)
         for k, name in enumerate(kernels):
             arrays.kernels[k] = kernel_code(name)
+
+
+def _check_pairs(name: str, pairs: np.ndarray) -> None:
+    """A `SchedulingError` naming the field unless `pairs` is an (n, 2) integer array."""
+    if pairs.ndim != 2 or pairs.shape[1] != 2 or pairs.dtype.kind not in "iu":
+        raise SchedulingError(f"StepPlan.{name}", f"array of shape {pairs.shape}, dtype "
+                              f"{pairs.dtype}", "must be an (n, 2) integer array (one row a "
+                              "pair) or a sequence of pairs")
 
 
 def read_plan(arrays: PlanArrays, reason_names: Sequence[str],

@@ -30,7 +30,7 @@ from refimpl.errors import ConfigError
 from refimpl.sched.plan import StepPlan
 
 if TYPE_CHECKING:
-    from refimpl.kv.manager import KVView
+    from refimpl.kv.view import KVView
     from refimpl.sched.table import RequestTable
 
 __all__ = ["BASELINES", "POLICIES", "BuiltinPolicy", "Policy", "PolicyContext", "make_policy"]

@@ -22,7 +22,8 @@ def test_more_requests_than_slots_are_served_on_the_slots_freed(make_engine, mak
 
 def test_the_views_page_query_on_arrays_is_its_query_on_each_row():
     from refimpl.kv import PagePool
-    from refimpl.kv.manager import KVView, grow, new_kv_state
+    from refimpl.kv.manager import grow, new_kv_state
+    from refimpl.kv.view import KVView
 
     kv = new_kv_state(PagePool(64, 16, max_context=4096, cpu_tier_pages=0), 6, 6)
     computed = np.array([0, 20, 0, 33, 0, 16], np.int64)
@@ -37,3 +38,15 @@ def test_the_views_page_query_on_arrays_is_its_query_on_each_row():
     assert view.pages_needed(rows.astype(np.int32), tokens).tolist() == expected  # NumPy's
     with pytest.raises(IndexError, match="row 6"):
         view.pages_needed(np.array([0, 6], np.int64), np.array([1, 1], np.int64))
+
+    # how many fit, in order: the NumPy form a policy would write, in one compiled call
+    for free_tokens in (rows, rows[::-1]):
+        for tokens_k in (tokens, np.maximum(tokens, 1), tokens * 3):
+            need = view.pages_needed(free_tokens, tokens_k)
+            fits = (tokens_k > 0) & (np.cumsum(need) <= view.num_free_pages)
+            expected = len(fits) if fits.all() else int(fits.argmin())
+            assert view.num_fitting(free_tokens, tokens_k) == expected
+            assert view.num_fitting(free_tokens.tolist(), tokens_k.astype(np.int32)) == expected
+    assert view.num_fitting(np.zeros(0, np.int64), np.zeros(0, np.int64)) == 0
+    with pytest.raises(IndexError, match="row 6"):
+        view.num_fitting(np.array([0, 6], np.int64), np.array([0, 1], np.int64))

@@ -11,8 +11,9 @@ from refimpl.engine import Engine, SimulatedExecutor
 from refimpl.engine.simulate import cost_table_for, requests_from_workload
 from refimpl.errors import ConfigError
 from refimpl.kv import PagePool
-from refimpl.kv.manager import KVView, new_kv_state
+from refimpl.kv.manager import new_kv_state
 from refimpl.kv.projection import Projection
+from refimpl.kv.view import KVView
 from refimpl.sched import Request, make_policy
 from refimpl.sched.policy import SLO as SLO_CODE
 from refimpl.sched.policy import PolicyContext

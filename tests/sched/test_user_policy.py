@@ -88,3 +88,25 @@ def test_a_policy_naming_more_kernels_than_the_loop_counts_is_refused(make_engin
                                                     kernels=(next(names),)))
     with pytest.raises(SchedulingError, match="more than 1024 kernel candidates"):
         make_engine(policy).run([refimpl.Request(0, 0.0, 10, 1100)])
+
+
+def test_a_plans_pairs_may_be_an_integer_array_and_serve_the_same(make_engine):
+    import numpy as np
+
+    as_array = GreedyDecodeOnly(lambda plan: StepPlan(
+        np.asarray(plan.decode, np.int64), np.array(plan.prefill, np.int64).reshape(-1, 2)))
+    runs = [make_engine(policy).run(_requests()) for policy in (GreedyDecodeOnly(), as_array)]
+    assert runs[0].steps.num_prefill_tokens.tolist() == runs[1].steps.num_prefill_tokens.tolist()
+    assert runs[0].requests.finish_s.tolist() == runs[1].requests.finish_s.tolist()
+    assert StepPlan((), np.array([[0, 3], [1, 4]])).num_tokens == 7
+
+
+@pytest.mark.parametrize("pairs", [
+    [[0, 5, 1]], [[0.0, 5.0]], [0, 5],
+])
+def test_a_plans_pairs_array_of_the_wrong_shape_or_dtype_is_refused_by_name(make_engine, pairs):
+    import numpy as np
+
+    policy = GreedyDecodeOnly(lambda plan: StepPlan(plan.decode, np.array(pairs)))
+    with pytest.raises(SchedulingError, match=r"StepPlan.prefill=.*\(n, 2\) integer array"):
+        make_engine(policy).run(_requests())
