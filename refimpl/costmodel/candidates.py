@@ -20,6 +20,7 @@ from refimpl.kernels import (
     decode_costs,
     prefill_costs,
 )
+from refimpl.kernels.costs import FLOAT_BYTES
 
 __all__ = [
     "PHASES",
@@ -110,6 +111,18 @@ class Candidate:
         return chunk_costs(self.tiles, start=seq_len, num_queries=batch,
                            page_size=dims.page_size, **heads)
 
+    def footprint_bytes(self, dims: AttentionDims, batch: int, seq_len: int) -> int:
+        """Distinct bytes one call on (B, T) touches: queries, outputs and the K/V it reads
+        (paged K/V in whole pages), each once however often the tiles re-read it."""
+        if self.phase == "prefill":
+            queries, kv_tokens = batch * seq_len, batch * seq_len
+        elif self.phase == "decode":
+            queries, kv_tokens = batch, batch * _whole_pages(seq_len, dims.page_size)
+        else:
+            queries, kv_tokens = batch, _whole_pages(seq_len + batch, dims.page_size)
+        rows = 2 * queries * dims.num_q_heads + 2 * kv_tokens * dims.num_kv_heads
+        return rows * dims.head_dim * FLOAT_BYTES
+
     def tile_steps(self, dims: AttentionDims, batch: int, seq_len: int) -> tuple[int, int]:
         """(work items, tile iterations) of one call, mirroring the kernels' loops."""
         if self.phase == "prefill":
@@ -131,6 +144,11 @@ class Candidate:
             q_tiles += 1
             key_tiles += -(-keys // tile_k)
         return per_tile * q_tiles, per_tile * key_tiles
+
+
+def _whole_pages(tokens: int, page_size: int) -> int:
+    """Token slots of the pages holding `tokens` tokens."""
+    return -(-tokens // page_size) * page_size
 
 
 def _divisors(n: int) -> list[int]:

@@ -1,15 +1,26 @@
 """The fitted latency model: time(k, B, T) by regression on the analytic counts of candidate k.
 
 Per candidate, time = c . features with features from the kernels' own cost formulas: one per
-call, per tile iteration, FLOPs, HBM bytes, the roofline time max(FLOPs/peak, bytes/BW) and one
-per sequence; non-negative least squares on relative error (every coefficient is a cost, and
-MAPE is what is reported). DistServe's (Zhong et al., 2024) `a + b*tokens + c*sum(len^2)` is
-fitted the same way as the baseline. Error: MAPE on held-out grid points, per phase.
+call, per tile iteration, FLOPs, HBM bytes, the roofline time max(FLOPs/peak, bytes/BW), one
+per sequence, and the bytes that miss the cache; non-negative least squares on relative error
+(every coefficient is a cost, and MAPE is what is reported). DistServe's (Zhong et al., 2024)
+`a + b*tokens + c*sum(len^2)` is fitted the same way as the baseline. Error: MAPE on held-out
+grid points, per phase.
+
+Why the missed bytes: a profile repeats each call on the same inputs, so a call whose distinct
+bytes fit the last-level cache reads them from it, and one past it from main memory, at a
+third of the speed or less (decode on this class of machine: 0.06-0.08 ns a byte up to 8 MB,
+0.11-0.16 ns at 128 MB). No straight line in bytes passes through both. The cache's size is
+fitted per phase, not read from the CPU: what a kernel keeps of a cache shared with other
+cores and tenants is smaller than its nominal size (16 MB of a 32 MB L3, measured). It is the
+power of two of least leave-one-out error, chosen for the held-out estimate on the training
+points alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,20 +39,37 @@ __all__ = [
     "features",
     "fit_latency",
     "holdout_mask",
+    "miss_fraction",
     "nnls_relative",
 ]
 
-FEATURES = ("per_call", "tile_steps", "flops", "hbm_bytes", "roofline_s", "sequences")
+FEATURES = ("per_call", "tile_steps", "flops", "hbm_bytes", "roofline_s", "sequences",
+            "missed_bytes")
+# Cache sizes the fit chooses from (powers of two, 256 KiB to 1 GiB); inf: no cache term.
+CACHE_CHOICES = (math.inf, *(float(2**k) for k in range(18, 31)))
+
+
+def miss_fraction(footprint_bytes, cache_bytes: float):
+    """Share of a call's reads that miss a cache of `cache_bytes` holding its
+    `footprint_bytes` distinct bytes (a number or an array): 0 up to cache / sqrt(2), 1 from
+    cache * sqrt(2), linear in log2 between (a repeated scan past an LRU-like cache misses on
+    nearly every line). No cache term (0) for an infinite cache."""
+    if math.isinf(cache_bytes):
+        return 0.0 * np.asarray(footprint_bytes, float)
+    return np.clip(np.log2(np.asarray(footprint_bytes, float) / cache_bytes) + 0.5, 0.0, 1.0)
 
 
 def features(cand: Candidate, dims: AttentionDims, batch: int, seq_len: int,
-             peak_flops: float, bandwidth_bytes_s: float) -> list[float]:
+             peak_flops: float, bandwidth_bytes_s: float,
+             cache_bytes: float = math.inf) -> list[float]:
     """The regression features of `cand` on (B, T), in `FEATURES` order."""
     costs = cand.costs(dims, batch, seq_len)
     _, tile_steps = cand.tile_steps(dims, batch, seq_len)
     roofline_s = max(costs.flops / peak_flops, costs.hbm_bytes / bandwidth_bytes_s)
     sequences = 1 if cand.phase == "chunk" else batch  # the wrappers check each sequence
-    return [1.0, tile_steps, costs.flops, costs.hbm_bytes, roofline_s, sequences]
+    missed = costs.hbm_bytes * float(miss_fraction(cand.footprint_bytes(dims, batch, seq_len),
+                                                   cache_bytes))
+    return [1.0, tile_steps, costs.flops, costs.hbm_bytes, roofline_s, sequences, missed]
 
 
 def baseline_features(phase: str, batch: int, seq_len: int) -> list[float]:
@@ -62,12 +90,15 @@ def nnls_relative(x: np.ndarray, y_s: np.ndarray) -> np.ndarray:
     return coef / scale
 
 
-def holdout_mask(batches: Sequence[int], seq_lens: Sequence[int]) -> list[bool]:
-    """Held-out points: every third grid point on the diagonals (B index + T index) % 3 == 1,
-    so each held-out point has trained neighbours on both axes (interpolation is tested)."""
+def holdout_mask(batches: Sequence[int], seq_lens: Sequence[int],
+                 diagonal: int = 1) -> list[bool]:
+    """Held-out points: every third grid point on the diagonals (B index + T index) % 3 ==
+    `diagonal`, so each held-out point has trained neighbours on both axes (interpolation is
+    tested)."""
     b_index = {b: i for i, b in enumerate(sorted(set(batches)))}
     t_index = {t: i for i, t in enumerate(sorted(set(seq_lens)))}
-    return [(b_index[b] + t_index[t]) % 3 == 1 for b, t in zip(batches, seq_lens, strict=True)]
+    return [(b_index[b] + t_index[t]) % 3 == diagonal
+            for b, t in zip(batches, seq_lens, strict=True)]
 
 
 @dataclass(frozen=True)
@@ -83,13 +114,15 @@ class PhaseError:
 
 @dataclass(frozen=True)
 class LatencyModel:
-    """Fitted coefficients per candidate name, and the hardware figures of the roofline term."""
+    """Fitted coefficients per candidate name, the fitted cache size per phase, and the
+    hardware figures of the roofline term."""
 
     dims: AttentionDims
     peak_flops: float  # the figures the roofline feature is computed with
     memory_bandwidth_bytes_s: float
     coefficients: dict[str, tuple[float, ...]]  # candidate name -> one per FEATURES entry
     errors: dict[str, PhaseError]  # phase -> held-out error of the fitting procedure
+    cache_bytes: dict[str, float]  # phase -> the cache of the missed-bytes feature (inf: none)
 
     def predict_s(self, cand: Candidate, batch: int, seq_len: int) -> float:
         """Predicted seconds of `cand` on (B, T); `ConfigError` for a candidate never fitted."""
@@ -98,48 +131,97 @@ class LatencyModel:
             raise ConfigError("candidate", cand.name, "not profiled, so not fitted",
                               choices=sorted(self.coefficients))
         x = features(cand, self.dims, batch, seq_len, self.peak_flops,
-                     self.memory_bandwidth_bytes_s)
+                     self.memory_bandwidth_bytes_s, self.cache_bytes[cand.phase])
         return float(np.dot(coef, x))
 
 
+@dataclass(frozen=True)
+class _Group:
+    """One candidate's samples: features (missed bytes left for a cache size to set), the
+    baseline's features, the calls' footprints, times and the train mask."""
+
+    x: np.ndarray
+    baseline_x: np.ndarray
+    footprint: np.ndarray
+    y: np.ndarray
+    train: np.ndarray
+
+    def with_cache(self, cache_bytes: float) -> np.ndarray:
+        """The features with the missed bytes of a cache of `cache_bytes`."""
+        x = self.x.copy()
+        hbm = x[:, FEATURES.index("hbm_bytes")]
+        x[:, -1] = hbm * miss_fraction(self.footprint, cache_bytes)
+        return x
+
+
 def _fit_groups(samples: Sequence[Sample], cands: dict[str, Candidate], dims: AttentionDims,
-                hardware: HardwareSpec, train: Sequence[bool]):
-    """Per candidate: (x, y, train mask) arrays of its samples."""
-    groups: dict[str, list] = {}
+                hardware: HardwareSpec, train: Sequence[bool]) -> dict[str, _Group]:
+    """The samples of each candidate, by name."""
+    rows: dict[str, list] = {}
     for sample, is_train in zip(samples, train, strict=True):
-        row = features(cands[sample.candidate], dims, sample.batch, sample.seq_len,
-                       hardware.peak_flops, hardware.memory_bandwidth_bytes_s)
-        base = baseline_features(sample.phase, sample.batch, sample.seq_len)
-        groups.setdefault(sample.candidate, []).append((row, base, sample.min_s, is_train))
-    for name, rows in groups.items():
-        x, xb, y, tr = zip(*rows, strict=True)
-        yield name, np.array(x), np.array(xb), np.array(y), np.array(tr)
+        cand = cands[sample.candidate]
+        rows.setdefault(sample.candidate, []).append((
+            features(cand, dims, sample.batch, sample.seq_len, hardware.peak_flops,
+                     hardware.memory_bandwidth_bytes_s),
+            baseline_features(sample.phase, sample.batch, sample.seq_len),
+            cand.footprint_bytes(dims, sample.batch, sample.seq_len), sample.min_s, is_train))
+    return {name: _Group(*(np.array(column) for column in zip(*group, strict=True)))
+            for name, group in rows.items()}
+
+
+def _choose_cache(groups: dict[str, _Group], usable: Callable[[_Group], np.ndarray]) -> float:
+    """The `CACHE_CHOICES` entry of least leave-one-out relative squared error over each
+    group's `usable` samples (no cache term on a tie)."""
+    best, best_err = math.inf, math.inf
+    for cache in CACHE_CHOICES:
+        errs = []
+        for group in groups.values():
+            x, y = group.with_cache(cache), group.y
+            rows = np.flatnonzero(usable(group))
+            if len(rows) < 3:
+                continue
+            for i in rows:
+                fit = rows[rows != i]
+                errs.append((x[i] @ nnls_relative(x[fit], y[fit]) / y[i] - 1) ** 2)
+        err = float(np.mean(errs)) if errs else math.inf
+        if err < best_err * (1 - 1e-9):
+            best, best_err = cache, err
+    return best
 
 
 def fit_latency(samples: Sequence[Sample], candidates: Sequence[Candidate],
                 dims: AttentionDims, hardware: HardwareSpec) -> LatencyModel:
     """Fit every profiled candidate; measure the error on held-out points, then refit on all.
 
-    The held-out error estimates the error of the final model, which also uses those points.
+    The held-out error estimates the error of the final model, which also uses those points
+    (for the estimate, the cache size too is chosen on the training points only).
     """
     cands = {c.name: c for c in candidates}
     coefficients: dict[str, tuple[float, ...]] = {}
     errors: dict[str, PhaseError] = {}
+    cache_bytes: dict[str, float] = {}
     for phase in PHASES:
         mine = [s for s in samples if s.phase == phase]
         if not mine:
             continue
-        train = [not h for h in holdout_mask([s.batch for s in mine], [s.seq_len for s in mine])]
+        held_out = holdout_mask([s.batch for s in mine], [s.seq_len for s in mine])
+        groups = _fit_groups(mine, cands, dims, hardware, [not h for h in held_out])
         errs, base_errs, num_train = [], [], 0
-        for name, x, xb, y, tr in _fit_groups(mine, cands, dims, hardware, train):
-            held = ~tr
+        cache = _choose_cache(groups, lambda g: g.train)  # the held-out points stay unseen
+        for group in groups.values():
+            tr, held = group.train, ~group.train
+            x, y = group.with_cache(cache), group.y
             if tr.sum() >= 2 and held.any():
                 errs += list(np.abs(x[held] @ nnls_relative(x[tr], y[tr]) / y[held] - 1))
+                xb = group.baseline_x
                 base_errs += list(np.abs(xb[held] @ nnls_relative(xb[tr], y[tr]) / y[held] - 1))
             num_train += int(tr.sum())
-            coefficients[name] = tuple(float(c) for c in nnls_relative(x, y))
         errors[phase] = PhaseError(phase, float(np.mean(errs)) if errs else float("nan"),
                                    float(np.mean(base_errs)) if base_errs else float("nan"),
                                    num_train, len(errs))
+        cache_bytes[phase] = _choose_cache(groups, lambda g: np.ones_like(g.train))
+        for name, group in groups.items():
+            coefficients[name] = tuple(float(c) for c in nnls_relative(
+                group.with_cache(cache_bytes[phase]), group.y))
     return LatencyModel(dims, hardware.peak_flops, hardware.memory_bandwidth_bytes_s,
-                        coefficients, errors)
+                        coefficients, errors, cache_bytes)

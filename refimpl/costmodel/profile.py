@@ -1,9 +1,14 @@
 """The offline profiling harness: time every kernel candidate over a grid of shapes.
 
 Mirrors numba-examples' benchmark layout and DistServe's / Vidur's offline profiling: each
-(phase, B, T) gets its inputs once, then every candidate runs a warm-up call and `repeats`
-timed calls, and the median is kept. Points run cheapest first under a wall-clock budget, so a
-cut budget drops the largest shapes (the fit extrapolates to them). One thread, serial kernels.
+(phase, B, T) gets its inputs, then every candidate runs a warm-up call and `repeats` timed
+calls. Points run cheapest first under a wall-clock budget, so a cut budget drops the largest
+shapes (the fit extrapolates to them). One thread, serial kernels.
+
+The grid is timed in `rounds` passes, each point's fastest call kept over all of them. On a
+shared machine a slow spell lasts longer than one point's calls (a cache-sized decode measured
+1.55x slower, min of 7 calls, in one pass than in the next), so repeating calls back to back
+does not get past it, and passes several seconds apart do.
 """
 
 from __future__ import annotations
@@ -39,9 +44,10 @@ class ProfileMode:
     tile_k: tuple[int, ...]
     pages_per_tile: tuple[int, ...]
     gemm_tokens: tuple[int, ...]  # rows M of the profiled linear layers
-    repeats: int  # timed calls per point after the warm-up, at most; the median is kept
-    max_point_s: float  # timed seconds per candidate and point, after which repeats stop
-    budget_s: float  # wall-clock budget of the kernel grid
+    repeats: int  # timed calls per point and round after the warm-up, at most
+    max_point_s: float  # timed seconds per candidate, point and round, then repeats stop
+    budget_s: float  # wall-clock budget of the kernel grid, all rounds together
+    rounds: int  # passes over the grid
     max_kv_tokens: int  # B * T cap of decode caches (float32 K/V: 2 * Hkv * d * 4 B a token)
 
 
@@ -53,8 +59,8 @@ MODES: dict[str, ProfileMode] = {
         seq_lens={"prefill": (128, 256, 512, 1024), "chunk": (128, 512, 2048),
                   "decode": (128, 512, 2048, 8192)},
         tile_q=(32, 64), tile_k=(64,), pages_per_tile=(4,),
-        gemm_tokens=(1, 8, 32, 128, 512, 2048), repeats=7, max_point_s=0.03, budget_s=20.0,
-        max_kv_tokens=1 << 18,
+        gemm_tokens=(1, 8, 32, 128, 512, 2048), repeats=7, max_point_s=0.03, budget_s=40.0,
+        rounds=2, max_kv_tokens=1 << 18,
     ),
     "full": ProfileMode(
         name="full",
@@ -65,7 +71,7 @@ MODES: dict[str, ProfileMode] = {
                   "decode": (128, 256, 512, 1024, 2048, 4096, 8192, 16384)},
         tile_q=(16, 32, 64, 128), tile_k=(32, 64, 128, 256), pages_per_tile=(1, 2, 4, 8, 16),
         gemm_tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096), repeats=9,
-        max_point_s=0.3, budget_s=600.0, max_kv_tokens=1 << 20,
+        max_point_s=0.3, budget_s=900.0, rounds=2, max_kv_tokens=1 << 20,
     ),
 }
 
@@ -78,8 +84,8 @@ class Sample:
     candidate: str  # Candidate.name
     batch: int
     seq_len: int
-    time_s: float  # median of the timed calls
-    min_s: float  # fastest timed call: what the fit uses (load elsewhere only adds time)
+    time_s: float  # median of the timed calls of the quickest round
+    min_s: float  # fastest timed call of all rounds: what the fit uses (load only adds time)
 
 
 @dataclass
@@ -167,18 +173,23 @@ def run_profile(model: ModelConfig, mode: str | ProfileMode = "quick", *,
     bar(0, len(points), "compiling the kernels")
     _compile_kernels(mode, dims, seed)
     start = time.perf_counter()  # the budget is for timing: compiling is not spent from it
-    samples = []
-    for done, (phase, batch, seq_len) in enumerate(points, 1):
+    timings: dict[tuple[str, str, int, int], list[tuple[float, float]]] = {}
+    total = mode.rounds * len(points)
+    for done, (round_index, (phase, batch, seq_len)) in enumerate(
+            ((r, p) for r in range(mode.rounds) for p in points), 1):
         if time.perf_counter() - start > budget_s:
-            skipped.append((phase, batch, seq_len))
-            bar(done, len(points), "over budget: skipped")
+            if round_index == 0:
+                skipped.append((phase, batch, seq_len))
+            bar(done, total, "over budget: skipped")
             continue
         run = _inputs(phase, dims, batch, seq_len, rng)
         for cand in candidates_of(mode, phase, dims):
-            median, fastest = time_calls(functools.partial(run, cand), mode.repeats,
-                                         mode.max_point_s)
-            samples.append(Sample(phase, cand.name, batch, seq_len, median, fastest))
-        bar(done, len(points), f"{phase} B={batch} T={seq_len}")
+            timings.setdefault((phase, cand.name, batch, seq_len), []).append(
+                time_calls(functools.partial(run, cand), mode.repeats, mode.max_point_s))
+        bar(done, total, f"round {round_index + 1}: {phase} B={batch} T={seq_len}")
+    samples = [Sample(phase, name, batch, seq_len, min(t[0] for t in times),
+                      min(t[1] for t in times))
+               for (phase, name, batch, seq_len), times in timings.items()]
     gemm = profile_gemm(model, mode.gemm_tokens, repeats=mode.repeats, rng=rng)  # ~1 s
     return ProfileResult(model=model, dims=dims, mode=mode.name, samples=samples, gemm=gemm,
                          fingerprint=machine_fingerprint(), duration_s=time.perf_counter() - start,

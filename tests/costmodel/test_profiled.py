@@ -78,3 +78,26 @@ def test_without_a_table_measured_hardware_falls_back_on_the_roofline(monkeypatc
     monkeypatch.setenv("REFIMPL_CACHE_DIR", str(tmp_path))
     measured = dataclasses.replace(HardwareSpec.preset("h100-sxm"), analytic=False)
     assert isinstance(step_time_model(TINY, measured), RooflineStepModel)
+
+
+def test_each_point_keeps_its_fastest_call_over_the_rounds(monkeypatch):
+    from refimpl.costmodel import profile
+    from refimpl.costmodel.candidates import AttentionDims
+
+    mode = dataclasses.replace(MINI, rounds=3)
+    monkeypatch.setitem(MODES, "quick", mode)
+    monkeypatch.setattr(profile, "_compile_kernels", lambda *args: None)
+    dims = AttentionDims.of(TINY)
+    points, _ = profile._plan(mode, dims)
+    per_round = sum(len(profile.candidates_of(mode, phase, dims)) for phase, _, _ in points)
+    calls = []
+
+    def timings(call, repeats, max_total_s):  # (median, fastest); the second round is quiet
+        calls.append(call)
+        return (2.0, 1.0) if (len(calls) - 1) // per_round == 1 else (5.0, 4.0)
+
+    monkeypatch.setattr(profile, "time_calls", timings)
+    result = run_profile(TINY, "quick", progress=False)
+    assert len(calls) == 3 * per_round
+    assert len(result.samples) == per_round
+    assert all(s.min_s == 1.0 and s.time_s == 2.0 for s in result.samples)
