@@ -26,6 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "kernel grid (default: the mode's)")
     parser.add_argument("--sram-budget", type=int, metavar="BYTES", help="SRAM budget S for "
                         "the picks (default: this CPU's L2 per core)")
+    parser.add_argument("--plot", metavar="PNG", type=Path, help="also plot the model's "
+                        "held-out residuals per phase, beside the baseline's, to this file")
     parser.set_defaults(run=run)
 
 
@@ -40,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
     hardware = HardwareSpec.preset("cpu-local")
     out = args.out or default_table_path(model.name)
     check_output_path("out", out)  # minutes of profiling are not lost to an unwritable path
+    if args.plot is not None:
+        check_output_path("plot", args.plot)
     result = run_profile(model, "quick" if args.quick else "full", budget_s=args.budget_s)
     table = build_profiled_table(result, hardware, args.sram_budget)
     table.save(out)
@@ -49,11 +53,17 @@ def run(args: argparse.Namespace) -> int:
     print(f"held-out MAPE per phase (fitted model vs DistServe-style a + b*tokens + "
           f"c*sum(len^2)), SRAM budget {format_bytes(table.sram_budget_bytes)}:")
     for phase, mape in table.info["heldout_mape"].items():
+        cache = table.info["cache_bytes"][phase]
         print(f"  {phase:<8} {100 * mape:6.1f} %   baseline "
-              f"{100 * table.info['baseline_mape'][phase]:6.1f} %")
+              f"{100 * table.info['baseline_mape'][phase]:6.1f} %   fitted cache "
+              f"{'none' if cache is None else format_bytes(cache)}")
     for phase, t in table.phases.items():
         name, time_s = t.lookup(t.batches[-1], t.seq_lens[-1])
         print(f"  {phase:<8} pick at B={t.batches[-1]} T={t.seq_lens[-1]}: {name} "
               f"({format_seconds(time_s)})")
     print(f"saved {out}")
+    if args.plot is not None:
+        from refimpl.costmodel.residuals import plot_residuals
+
+        print(f"wrote {plot_residuals(table.info, args.plot)}")
     return 0

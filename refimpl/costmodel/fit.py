@@ -110,6 +110,8 @@ class PhaseError:
     baseline_mape: float
     num_train: int
     num_heldout: int
+    # (measured, predicted, baseline's prediction) seconds of each held-out sample
+    heldout_s: tuple[tuple[float, float, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -189,6 +191,11 @@ def _choose_cache(groups: dict[str, _Group], usable: Callable[[_Group], np.ndarr
     return best
 
 
+def _mape(pairs: list[tuple[float, float]]) -> float:
+    """Mean |predicted / measured - 1| of (measured, predicted) pairs; NaN for none."""
+    return float(np.mean([abs(p / m - 1) for m, p in pairs])) if pairs else float("nan")
+
+
 def fit_latency(samples: Sequence[Sample], candidates: Sequence[Candidate],
                 dims: AttentionDims, hardware: HardwareSpec) -> LatencyModel:
     """Fit every profiled candidate; measure the error on held-out points, then refit on all.
@@ -206,19 +213,19 @@ def fit_latency(samples: Sequence[Sample], candidates: Sequence[Candidate],
             continue
         held_out = holdout_mask([s.batch for s in mine], [s.seq_len for s in mine])
         groups = _fit_groups(mine, cands, dims, hardware, [not h for h in held_out])
-        errs, base_errs, num_train = [], [], 0
+        points: list[tuple[float, float, float]] = []
+        num_train = 0
         cache = _choose_cache(groups, lambda g: g.train)  # the held-out points stay unseen
         for group in groups.values():
             tr, held = group.train, ~group.train
-            x, y = group.with_cache(cache), group.y
+            x, y, xb = group.with_cache(cache), group.y, group.baseline_x
             if tr.sum() >= 2 and held.any():
-                errs += list(np.abs(x[held] @ nnls_relative(x[tr], y[tr]) / y[held] - 1))
-                xb = group.baseline_x
-                base_errs += list(np.abs(xb[held] @ nnls_relative(xb[tr], y[tr]) / y[held] - 1))
+                points += zip(y[held].tolist(), (x[held] @ nnls_relative(x[tr], y[tr])).tolist(),
+                              (xb[held] @ nnls_relative(xb[tr], y[tr])).tolist(), strict=True)
             num_train += int(tr.sum())
-        errors[phase] = PhaseError(phase, float(np.mean(errs)) if errs else float("nan"),
-                                   float(np.mean(base_errs)) if base_errs else float("nan"),
-                                   num_train, len(errs))
+        errors[phase] = PhaseError(phase, _mape([(m, p) for m, p, _ in points]),
+                                   _mape([(m, b) for m, _, b in points]), num_train,
+                                   len(points), tuple(points))
         cache_bytes[phase] = _choose_cache(groups, lambda g: np.ones_like(g.train))
         for name, group in groups.items():
             coefficients[name] = tuple(float(c) for c in nnls_relative(

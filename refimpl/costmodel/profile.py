@@ -35,7 +35,12 @@ __all__ = ["MODES", "ProfileMode", "ProfileResult", "Sample", "candidates_of", "
 
 @dataclass(frozen=True)
 class ProfileMode:
-    """A grid per phase, the candidates timed on it, repeats and a wall-clock budget."""
+    """A grid per phase, the candidates timed on it, repeats and a wall-clock budget.
+
+    B and T step by different ratios (B by about 3, T by 2 or 4): with equal ratios every
+    diagonal of the grid, the held-out points among them (`fit.holdout_mask`), holds calls of
+    one size, so the held-out points would sit at sizes no trained point has.
+    """
 
     name: str
     batches: dict[str, tuple[int, ...]]  # B values per phase
@@ -54,18 +59,18 @@ class ProfileMode:
 MODES: dict[str, ProfileMode] = {
     "quick": ProfileMode(
         name="quick",
-        batches={"prefill": (1, 2, 4), "chunk": (64, 128, 256),
-                 "decode": (1, 4, 16, 64, 256)},
+        batches={"prefill": (1, 3, 6), "chunk": (64, 128, 256),
+                 "decode": (1, 3, 8, 24, 64, 192)},
         seq_lens={"prefill": (128, 256, 512, 1024), "chunk": (128, 512, 2048),
                   "decode": (128, 512, 2048, 8192)},
         tile_q=(32, 64), tile_k=(64,), pages_per_tile=(4,),
-        gemm_tokens=(1, 8, 32, 128, 512, 2048), repeats=7, max_point_s=0.03, budget_s=40.0,
-        rounds=2, max_kv_tokens=1 << 18,
+        gemm_tokens=(1, 8, 32, 128, 512, 2048), repeats=5, max_point_s=0.02, budget_s=45.0,
+        rounds=3, max_kv_tokens=1 << 18,
     ),
     "full": ProfileMode(
         name="full",
-        batches={"prefill": (1, 2, 4, 8), "chunk": (32, 64, 128, 256, 512, 1024),
-                 "decode": (1, 2, 4, 8, 16, 32, 64, 128, 256)},
+        batches={"prefill": (1, 3, 6, 12), "chunk": (32, 64, 128, 256, 512, 1024),
+                 "decode": (1, 3, 8, 24, 64, 192, 512)},
         seq_lens={"prefill": (128, 256, 512, 1024, 2048, 4096, 8192),
                   "chunk": (128, 256, 512, 1024, 2048, 4096, 8192),
                   "decode": (128, 256, 512, 1024, 2048, 4096, 8192, 16384)},

@@ -9,6 +9,7 @@ to the table's picks, so one step costs a few multiplies and two bisections.
 
 from __future__ import annotations
 
+import math
 import warnings
 from bisect import bisect_right
 
@@ -44,7 +45,10 @@ def build_profiled_table(result: ProfileResult, hardware: HardwareSpec,
     info = {"mode": result.mode, "profile_s": result.duration_s,
             "num_samples": len(result.samples), "skipped": [list(s) for s in result.skipped],
             "heldout_mape": {p: e.mape for p, e in model.errors.items()},
-            "baseline_mape": {p: e.baseline_mape for p, e in model.errors.items()}}
+            "baseline_mape": {p: e.baseline_mape for p, e in model.errors.items()},
+            # (measured, predicted, baseline) seconds of each held-out sample: the residuals
+            "heldout_s": {p: [list(t) for t in e.heldout_s] for p, e in model.errors.items()},
+            "cache_bytes": {p: None if math.isinf(c) else c for p, c in model.cache_bytes.items()}}
     return CostTable(phases=phases, sram_budget_bytes=budget, dims=result.dims,
                      model_name=result.model.name, fingerprint=result.fingerprint,
                      version=result.version, gemm=result.gemm, info=info)

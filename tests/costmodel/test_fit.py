@@ -55,8 +55,13 @@ def test_noise_shows_in_the_held_out_error():
     cands, samples = _samples(noise=0.05)
     model = fit_latency(samples, cands, DIMS, HW)
     for phase in PHASES:
-        assert 0.005 < model.errors[phase].mape < 0.15
-        assert model.errors[phase].baseline_mape > 0
+        error = model.errors[phase]
+        assert 0.005 < error.mape < 0.15
+        assert error.baseline_mape > 0
+        assert len(error.heldout_s) == error.num_heldout
+        assert error.mape == pytest.approx(np.mean([abs(p / m - 1) for m, p, _ in error.heldout_s]))
+        assert error.baseline_mape == pytest.approx(
+            np.mean([abs(b / m - 1) for m, _, b in error.heldout_s]))
 
 
 def test_without_the_cache_term_the_held_out_points_past_the_cache_are_missed(monkeypatch):

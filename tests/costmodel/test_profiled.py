@@ -11,6 +11,7 @@ from refimpl import HardwareSpec, ModelConfig
 from refimpl.costmodel import ProfiledStepModel, RooflineStepModel, StepShape, step_time_model
 from refimpl.costmodel.profile import MODES, run_profile
 from refimpl.costmodel.profiled import build_profiled_table
+from refimpl.costmodel.residuals import plot_residuals
 from refimpl.costmodel.table import default_table_path
 from refimpl.errors import ConfigError
 
@@ -33,6 +34,11 @@ def test_a_tiny_profile_runs_fits_and_tabulates(monkeypatch, tmp_path):
     table = build_profiled_table(result, HardwareSpec("cpu", 512 * 1024, 1 << 34, 10e9, 20e9,
                                                       10e9, False, "test"))
     assert set(table.info["heldout_mape"]) == {"prefill", "chunk", "decode"}
+    for phase, points in table.info["heldout_s"].items():  # the residuals behind each MAPE
+        assert points, phase
+        assert all(len(p) == 3 and min(p) > 0 for p in points)
+    png = plot_residuals(table.info, tmp_path / "plots" / "residuals.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert table.lookup("decode", 2, 48)[1] > 0
     monkeypatch.setenv("REFIMPL_CACHE_DIR", str(tmp_path))
     table.save(default_table_path(TINY.name))

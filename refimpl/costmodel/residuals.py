@@ -1,0 +1,42 @@
+"""The fitted kernel model's held-out residuals per phase, beside the DistServe baseline's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from refimpl.costmodel.candidates import PHASES
+
+__all__ = ["plot_residuals"]
+
+
+def plot_residuals(info: dict, path: str | Path) -> Path:
+    """Write a PNG of predicted / measured - 1 against measured time, a panel per phase, from a
+    profiled table's `info` (its `heldout_s` and `heldout_mape` entries)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(13, 4.2), layout="constrained")
+    axes = fig.subplots(1, len(PHASES), sharey=True)
+    for ax, phase in zip(axes, PHASES, strict=True):
+        points = np.array(info["heldout_s"].get(phase, []), dtype=float).reshape(-1, 3)
+        measured, predicted, baseline = points.T
+        for values, label, marker, key in (
+                (predicted, "fitted", "o", "heldout_mape"),
+                (baseline, "DistServe baseline", "x", "baseline_mape")):
+            mape = info[key].get(phase, float("nan"))
+            ax.scatter(measured, 100 * (values / measured - 1), marker=marker, s=22,
+                       label=f"{label}: MAPE {100 * mape:.1f}%")
+        ax.axhline(0.0, color="0.3", linewidth=0.8)
+        if len(measured):
+            ax.set_xscale("log")
+        ax.set_title(f"{phase} ({len(measured)} held-out points)")
+        ax.set_xlabel("measured seconds (log scale)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="upper right", fontsize="small")
+    axes[0].set_ylabel("predicted / measured - 1 (%)")
+    fig.suptitle(f"Kernel latency model: held-out residuals ({info.get('mode', '?')} profile)")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, format="png")
+    return path
