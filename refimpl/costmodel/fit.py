@@ -8,11 +8,11 @@ per sequence, and the bytes that miss the cache; non-negative least squares on r
 grid points, per phase.
 
 Why the missed bytes: a profile repeats each call on the same inputs, so a call whose distinct
-bytes fit the last-level cache reads them from it, and one past it from main memory, at a
-third of the speed or less (decode on this class of machine: 0.06-0.08 ns a byte up to 8 MB,
-0.11-0.16 ns at 128 MB). No straight line in bytes passes through both. The cache's size is
+bytes fit the last-level cache reads them from it, and one past it from main memory (decode
+on this class of machine: 0.08-0.15 ns a byte up to 8 MB, 0.14-0.21 ns from 12 MB on;
+docs/kernel_model.md). No straight line in bytes passes through both. The cache's size is
 fitted per phase, not read from the CPU: what a kernel keeps of a cache shared with other
-cores and tenants is smaller than its nominal size (16 MB of a 32 MB L3, measured). It is the
+cores and tenants is smaller than its nominal size (8-16 MB of a 32 MB L3, measured). It is the
 power of two of least leave-one-out error, chosen for the held-out estimate on the training
 points alone.
 """
