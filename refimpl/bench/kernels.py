@@ -22,11 +22,13 @@ from numba import prange
 from refimpl._numba import kernel_pair
 from refimpl.bench._report import publish
 from refimpl.bench._timing import best_seconds, threads
+from refimpl.errors import CapacityError
 from refimpl.kernels import (
     PagedTiles,
     PrefillTiles,
     decode_attention,
     decode_costs,
+    default_sram_budget,
     prefill_attention,
     prefill_costs,
     quantize_pages,
@@ -37,8 +39,13 @@ __all__ = ["run"]
 
 PREFILL = {"batch": 1, "num_q_heads": 32, "num_kv_heads": 8, "head_dim": 128}
 DECODE = {"batch": 32, "num_q_heads": 32, "num_kv_heads": 8, "head_dim": 128, "page_size": 16}
-# The fastest tiles of the candidate table below that fit this machine's 512 KiB L2 (386 KiB).
-PREFILL_TILES = PrefillTiles(tile_q=32, tile_k=128, heads_per_tile=4)
+# Prefill tiles the run times at TUNE_SEQ_LEN, keeping the fastest that fits the SRAM budget:
+# which one wins depends on the machine's L2 (32 x 128 x 4 heads, 386 KiB, on a 512 KiB L2;
+# 64 x 128 x 4, 643 KiB, on a 1 MiB one, where it is 1.10x the first at T=4096).
+PREFILL_CHOICES = (PrefillTiles(32, 128, 4), PrefillTiles(64, 128, 4), PrefillTiles(64, 64, 4),
+                   PrefillTiles(128, 128, 2), PrefillTiles(64, 256, 2), PrefillTiles(32, 64, 4))
+TUNE_SEQ_LEN = 1024
+LONG_SEQ_LEN = 8192  # from here one timed call a point: a call takes seconds
 DECODE_TILES = PagedTiles(tile_q=1, pages_per_tile=2, heads_per_tile=4, kv_heads_per_tile=8)
 
 
@@ -98,23 +105,45 @@ def _oracle_seconds(q, k, v) -> float:
     return best_seconds(all_heads, repeats=1)
 
 
-def bench_prefill(seq_lens, thread_counts, repeats, rng) -> list[dict]:
+def _prefill_inputs(seq_len: int, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    p = PREFILL
+    q = rng.standard_normal((p["batch"], p["num_q_heads"], seq_len, p["head_dim"]),
+                            dtype=np.float32)
+    k, v = (rng.standard_normal((p["batch"], p["num_kv_heads"], seq_len, p["head_dim"]),
+                                dtype=np.float32) for _ in range(2))
+    return q, k, v
+
+
+def _prefill_call(tiles: PrefillTiles, q, k, v, parallel: bool):
+    return partial(prefill_attention, q, k, v, tile_q=tiles.tile_q, tile_k=tiles.tile_k,
+                   heads_per_tile=tiles.heads_per_tile, parallel=parallel,
+                   check_inputs_finite=False)
+
+
+def pick_prefill_tiles(repeats: int, rng, budget_bytes: int | None = None) -> PrefillTiles:
+    """The fastest of `PREFILL_CHOICES` within the SRAM budget (default: this machine's), timed
+    on one thread at `TUNE_SEQ_LEN`."""
+    budget = default_sram_budget() if budget_bytes is None else budget_bytes
+    fitting = [t for t in PREFILL_CHOICES if t.sram_bytes(PREFILL["head_dim"]) <= budget]
+    if not fitting:
+        raise CapacityError("sram_budget_bytes", budget, "no prefill tile of the benchmark fits")
+    q, k, v = _prefill_inputs(TUNE_SEQ_LEN, rng)
+    with threads(1):
+        seconds = [best_seconds(_prefill_call(t, q, k, v, False), repeats) for t in fitting]
+    return fitting[int(np.argmin(seconds))]
+
+
+def bench_prefill(seq_lens, thread_counts, repeats, rng, tiles: PrefillTiles) -> list[dict]:
     """Prefill GFLOP/s of ours, PyTorch SDPA, the oracle and the GEMM peak, per T and threads."""
     rows = []
     for seq_len in seq_lens:
-        p = PREFILL
-        q = rng.standard_normal((p["batch"], p["num_q_heads"], seq_len, p["head_dim"]),
-                                dtype=np.float32)
-        k, v = (rng.standard_normal((p["batch"], p["num_kv_heads"], seq_len, p["head_dim"]),
-                                    dtype=np.float32) for _ in range(2))
+        q, k, v = _prefill_inputs(seq_len, rng)
         flops = _causal_flops(seq_len)
+        calls = 1 if seq_len >= LONG_SEQ_LEN else repeats
         for n in thread_counts:
             with threads(n):
-                ours = best_seconds(partial(
-                    prefill_attention, q, k, v, tile_q=PREFILL_TILES.tile_q,
-                    tile_k=PREFILL_TILES.tile_k, heads_per_tile=PREFILL_TILES.heads_per_tile,
-                    parallel=n > 1, check_inputs_finite=False), repeats)
-                torch_s = _torch_sdpa(q, k, v, n, repeats)
+                ours = best_seconds(_prefill_call(tiles, q, k, v, n > 1), calls)
+                torch_s = _torch_sdpa(q, k, v, n, calls)
                 oracle = _oracle_seconds(q, k, v) if seq_len <= 2048 else None
                 gemm = _gemm_gflops(repeats)
             rows.append({
@@ -240,7 +269,8 @@ def print_report(report: dict) -> None:
     print(f"first call in a fresh process: {c['cold_s']:.1f} s compiling prefill + decode "
           f"with an empty cache, {c['cached_s']:.2f} s loading them from the cache")
     print("\nprefill, causal, B=1 Hq=32 Hkv=8 d=128, tiles "
-          f"{report['prefill_tiles']} (GFLOP/s of useful causal FLOPs)")
+          f"{report['prefill_tiles']} (the fastest within the SRAM budget at T={TUNE_SEQ_LEN}; "
+          "GFLOP/s of useful causal FLOPs)")
     print(f"  {'T':>5} {'thr':>3} {'ours':>7} {'torch':>7} {'oracle':>7} {'GEMM':>7}"
           f" {'ours/torch':>10} {'ours/GEMM':>9}")
     for r in report["prefill"]:
@@ -282,13 +312,15 @@ def run(*, quick: bool = False, num_threads: int | None = None,
         torch_installed = True
     except ImportError:
         torch_installed = False
+    compile_s = bench_compile()
+    prefill_tiles = pick_prefill_tiles(repeats, rng)
     report = {
-        "compile": bench_compile(),
+        "compile": compile_s,
         "suite": "kernels", "quick": quick, "threads": thread_counts,
         "torch_installed": torch_installed, "cpu_count": os.cpu_count(),
-        "prefill_tiles": str(PREFILL_TILES), "decode_tiles": str(DECODE_TILES),
-        "prefill": bench_prefill([512, 1024] if quick else [512, 2048, 4096], thread_counts,
-                                 repeats, rng),
+        "prefill_tiles": str(prefill_tiles), "decode_tiles": str(DECODE_TILES),
+        "prefill": bench_prefill([512, 1024] if quick else [512, 2048, 4096, 8192, 16384],
+                                 thread_counts, repeats, rng, prefill_tiles),
         "decode": bench_decode([512, 4096] if quick else [512, 1024, 2048, 4096, 8192, 16384],
                                thread_counts, repeats, rng),
         "tiles": bench_tiles(1024 if quick else 2048, 4096, repeats, rng),
