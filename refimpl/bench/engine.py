@@ -6,7 +6,10 @@ beside the checkout) as Llama-3-8B on an H100, every scheduling decision compute
 does a plain-Python policy (the README's `ShortestPromptFirst`, run through the loop's bridge
 to Python). Each run is a fresh process, so its peak memory is its own, and the loop's first
 call (compiling, or loading the compiled code from Numba's cache) is timed apart from the run;
-one more process compiles with the cache off, for the cold compile time. Without the trace, a
+one more process compiles with the cache off, for the cold compile time. Each policy runs in
+`ROUNDS` rounds, interleaved (every policy once, then again), and its row is the round of median
+wall time, with the fastest and slowest beside it: one run of a policy on this kind of shared
+machine differs from the next by up to a third. Without the trace, a
 synthetic workload with the same size and fitted statistics is used, and the report says so.
 `--slo`/`--classes` serve it in that SLO set (default: the trace's own, one `default` class).
 For scale: Vidur, the best-known public serving simulator, simulates about 250 requests per
@@ -26,7 +29,7 @@ from refimpl.bench._report import publish
 from refimpl.config.slo_sets import SLOSet
 from refimpl.sched import BASELINES, POLICIES
 
-__all__ = ["find_trace", "run"]
+__all__ = ["find_trace", "median_round", "run"]
 
 TRACE_NAME = "AzureLLMInferenceTrace_conv.csv"
 TRACE_REQUESTS = 19_366
@@ -36,6 +39,7 @@ QUICK_REQUESTS = 2_000
 GOAL_S = {"slo": 3.0, **{policy: 2.0 for policy in BASELINES}}
 GOAL_PYTHON_REQ_S = 2_000
 PYTHON_POLICY = "python:spf"  # the README's example policy, by this name in the report
+ROUNDS = 3  # runs of each policy, interleaved (one with --quick)
 
 # argv: workload, policy, number of requests (0: all), README path, SLO set spec ("": the
 # workload's own classes). The loop is called once on a few
@@ -95,6 +99,14 @@ def _run_child(workload: str, policy: str, num_requests: int, env: dict | None =
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def median_round(runs: list[dict]) -> dict:
+    """The run of median wall time (the slower of the middle two), with every run's wall time
+    as `wall_s_rounds`."""
+    walls = [r["wall_s"] for r in runs]
+    middle = sorted(range(len(runs)), key=walls.__getitem__)[len(runs) // 2]
+    return {**runs[middle], "wall_s_rounds": walls}
+
+
 def run(*, quick: bool = False, num_threads: int | None = None,
         json_path: Path | None = None, slo_set: SLOSet | None = None) -> dict:
     """Replay the trace with every policy on the one loop; print and optionally write."""
@@ -105,10 +117,13 @@ def run(*, quick: bool = False, num_threads: int | None = None,
     # Compiling from scratch (cache off) once: every policy runs the same compiled loop.
     cold = _run_child(workload, BASELINES[0], 10, {"REFIMPL_NUMBA_CACHE": "0"})
     spec = "" if slo_set is None else slo_set.spec
-    rows = {policy: _run_child(workload, policy, whole, spec=spec)
-            for policy in (*POLICIES, PYTHON_POLICY)}
+    policies = (*POLICIES, PYTHON_POLICY)
+    rounds = [{policy: _run_child(workload, policy, whole, spec=spec) for policy in policies}
+              for _ in range(1 if quick else ROUNDS)]
+    rows = {policy: median_round([r[policy] for r in rounds]) for policy in policies}
     report = {"suite": "engine", "workload": workload, "model": "llama-3-8b",
               "hardware": "h100-sxm", "cold_compile_s": cold["first_call_s"],
+              "rounds": len(rounds),
               "slo_set": None if slo_set is None else slo_set.describe(),
               "goal_s": GOAL_S, "goal_python_req_s": GOAL_PYTHON_REQ_S, "policies": rows,
               "bench_process_rss_bytes":
@@ -120,17 +135,21 @@ def print_report(report: dict) -> None:
     """The figures as a table, one row per policy."""
     print(f"serving loop: {report['workload']} as {report['model']} on "
           f"{report['hardware']} (every decision computed)")
-    print(f"  {'policy':<14}{'requests':>9}{'steps':>9}{'wall s':>8}{'req/s':>8}{'goal':>8}"
-          f"{'1st call s':>11}{'peak MiB':>9}{'decide p50':>11}{'p99':>9}")
+    print(f"  {'policy':<14}{'requests':>9}{'steps':>9}{'wall s':>8}{'min-max':>12}"
+          f"{'req/s':>8}{'goal':>8}{'1st call s':>11}{'peak MiB':>9}{'decide p50':>11}"
+          f"{'p99':>9}")
     for policy, r in report["policies"].items():
         goal_s = report["goal_s"].get(policy)
         goal = (f"<{goal_s:.0f} s" if goal_s is not None
                 else f">{report['goal_python_req_s']}/s")
         name = policy + ("+adm" if r["admission"] else "")
+        walls = r.get("wall_s_rounds", [r["wall_s"]])
+        spread = f"{min(walls):.2f}-{max(walls):.2f}"
         print(f"  {name:<14}{r['num_requests']:>9}{r['num_steps']:>9}{r['wall_s']:>8.2f}"
-              f"{r['num_requests'] / r['wall_s']:>8.0f}{goal:>8}{r['first_call_s']:>11.2f}"
-              f"{r['peak_rss_bytes'] / 2**20:>9.0f}{r['decision_p50_s'] * 1e6:>9.2f}us"
-              f"{r['decision_p99_s'] * 1e6:>7.2f}us")
+              f"{spread:>12}{r['num_requests'] / r['wall_s']:>8.0f}{goal:>8}"
+              f"{r['first_call_s']:>11.2f}{r['peak_rss_bytes'] / 2**20:>9.0f}"
+              f"{r['decision_p50_s'] * 1e6:>9.2f}us{r['decision_p99_s'] * 1e6:>7.2f}us")
     print(f"  compiling the loop from scratch (Numba cache off): "
           f"{report['cold_compile_s']:.1f} s, once per machine; later processes load it "
-          f"(the '1st call' column). Vidur: about 250 requests/s")
+          f"(the '1st call' column). Wall s: the median of {report.get('rounds', 1)} interleaved "
+          f"round(s). Vidur: about 250 requests/s")

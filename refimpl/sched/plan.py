@@ -75,8 +75,8 @@ def new_plan_arrays(num_requests: int, max_kernels: int = 64) -> PlanArrays:
                       np.zeros(max_kernels, np.int64))
 
 
-_ROWS = (("decode", DECODE, NUM_DECODE), ("preempt", PREEMPT, NUM_PREEMPT),
-         ("spill", SPILL, NUM_SPILL), ("restore", RESTORE, NUM_RESTORE))
+_ROWS = (("preempt", PREEMPT, NUM_PREEMPT), ("spill", SPILL, NUM_SPILL),
+         ("restore", RESTORE, NUM_RESTORE))  # with `decode`, which is written first
 _PAIRS = (("prefill", PREFILL, PREFILL_TOKENS, NUM_PREFILL),
           ("quantize", QUANTIZE, QUANTIZE_FACTOR, NUM_QUANTIZE))
 
@@ -85,38 +85,59 @@ def write_plan(plan: StepPlan, arrays: PlanArrays, reason_code: Callable[[str], 
                kernel_code: Callable[[str], int]) -> None:
     """Put `plan` into empty plan arrays (sizes all 0); reasons and kernel names become codes.
 
-    Written for the Python path's per-step cost (a few microseconds): only the kinds the plan
-    has are touched, and short runs of pairs are set one by one (cheaper than an array).
+    Written for the Python path's per-step cost (a microsecond or so): most plans only decode
+    and prefill, so those two are written first and the other kinds are looked at only when
+    one of them has entries; short runs of pairs are set one by one (cheaper than an array).
     """
+    entries, sizes = arrays.entries, arrays.sizes
+    decode, prefill = plan.decode, plan.prefill
+    if len(decode):
+        sizes[NUM_DECODE] = len(decode)
+        entries[DECODE, :len(decode)] = decode
+    if len(prefill):
+        _write_pairs("prefill", prefill, entries, PREFILL, PREFILL_TOKENS)
+        sizes[NUM_PREFILL] = len(prefill)
+    if (len(plan.preempt) or len(plan.spill) or len(plan.restore) or len(plan.quantize)
+            or len(plan.finish) or len(plan.kernels)):
+        _write_rest(plan, arrays, reason_code, kernel_code)
+
+
+def _write_rest(plan: StepPlan, arrays: PlanArrays, reason_code: Callable[[str], int],
+                kernel_code: Callable[[str], int]) -> None:
+    """The plan's kinds other than decode and prefill, into the plan arrays."""
     entries, sizes = arrays.entries, arrays.sizes
     for name, row, count in _ROWS:
         rows = getattr(plan, name)
-        if len(rows):  # (most kinds stay empty)
+        if len(rows):
             sizes[count] = len(rows)
             entries[row, :len(rows)] = rows
-    for name, row, value_row, count in _PAIRS:
-        pairs = getattr(plan, name)
-        if type(pairs) is np.ndarray:
-            _check_pairs(name, pairs)
-            entries[row, :len(pairs)] = pairs[:, 0]
-            entries[value_row, :len(pairs)] = pairs[:, 1]
-        elif len(pairs) > 16:
-            entries[(row, value_row), :len(pairs)] = np.asarray(pairs, np.int64).T
-        else:
-            for k, (i, value) in enumerate(pairs):
-                entries[row, k] = i
-                entries[value_row, k] = value
-        if len(pairs):
-            sizes[count] = len(pairs)
-    if plan.finish:
+    if len(plan.quantize):
+        _write_pairs("quantize", plan.quantize, entries, QUANTIZE, QUANTIZE_FACTOR)
+        sizes[NUM_QUANTIZE] = len(plan.quantize)
+    if len(plan.finish):
         sizes[NUM_FINISH] = len(plan.finish)
         for k, (i, reason) in enumerate(plan.finish):
             entries[FINISH, k], entries[FINISH_REASON, k] = i, reason_code(reason)
-    if plan.kernels:
+    if len(plan.kernels):
         kernels = plan.kernels[:len(arrays.kernels)]
         sizes[NUM_KERNELS] = len(kernels)
         for k, name in enumerate(kernels):
             arrays.kernels[k] = kernel_code(name)
+
+
+def _write_pairs(name: str, pairs: Sequence | np.ndarray, entries: np.ndarray, row: int,
+                 value_row: int) -> None:
+    """(request, value) pairs into rows `row` and `value_row` of the plan's entries."""
+    if type(pairs) is np.ndarray:
+        _check_pairs(name, pairs)
+        entries[row, :len(pairs)] = pairs[:, 0]
+        entries[value_row, :len(pairs)] = pairs[:, 1]
+    elif len(pairs) > 16:
+        entries[(row, value_row), :len(pairs)] = np.asarray(pairs, np.int64).T
+    else:
+        for k, (i, value) in enumerate(pairs):
+            entries[row, k] = i
+            entries[value_row, k] = value
 
 
 def _check_pairs(name: str, pairs: np.ndarray) -> None:
@@ -131,7 +152,8 @@ def read_plan(arrays: PlanArrays, reason_names: Sequence[str],
               kernel_names: Sequence[str]) -> StepPlan:
     """The plan in `arrays` as a `StepPlan`; codes become reasons and kernel names."""
     entries, sizes = arrays.entries, arrays.sizes
-    parts = {name: tuple(entries[row, :sizes[count]].tolist()) for name, row, count in _ROWS}
+    parts = {name: tuple(entries[row, :sizes[count]].tolist())
+             for name, row, count in (("decode", DECODE, NUM_DECODE), *_ROWS)}
     parts.update({name: tuple(zip(entries[row, :sizes[count]].tolist(),
                                   entries[value_row, :sizes[count]].tolist(), strict=True))
                   for name, row, value_row, count in _PAIRS})

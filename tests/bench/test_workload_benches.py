@@ -53,3 +53,21 @@ def test_the_admission_table_names_the_set_and_the_rejection_reasons(capsys):
     out = capsys.readouterr().out
     assert "(SLO interactive:0.5,batch:0.5)" in out
     assert "kv_full 1,100, ttft_p95 103" in out
+
+
+def test_the_engine_bench_row_is_the_round_of_median_wall_time():
+    runs = [{"wall_s": 3.0, "tag": "a"}, {"wall_s": 1.0, "tag": "b"}, {"wall_s": 2.0, "tag": "c"}]
+    row = engine.median_round(runs)
+    assert row["tag"] == "c" and row["wall_s_rounds"] == [3.0, 1.0, 2.0]
+    assert engine.median_round(runs[:1])["tag"] == "a"
+
+
+def test_the_engine_table_shows_each_rows_spread_and_the_rounds(capsys):
+    row = {"admission": False, "num_requests": 100, "num_steps": 900, "wall_s": 2.0,
+           "wall_s_rounds": [2.5, 2.0, 1.5], "first_call_s": 0.4, "peak_rss_bytes": 2**28,
+           "decision_p50_s": 1e-6, "decision_p99_s": 4e-6}
+    engine.print_report({"workload": "w", "model": "m", "hardware": "h", "cold_compile_s": 9.0,
+                         "rounds": 3, "goal_s": {"vllm": 2.0}, "goal_python_req_s": 2000,
+                         "policies": {"vllm": row}})
+    out = capsys.readouterr().out
+    assert "1.50-2.50" in out and "median of 3 interleaved" in out
