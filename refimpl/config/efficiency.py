@@ -65,11 +65,12 @@ class OpFit:
     spill_efficiency: float = 1.0  # beyond `cache_bytes` (unused while it is inf)
     # vLLM's RMSNorm, rotary and SiLU-and-mul kernels run one thread block per token, so a
     # small batch is bound by one block streaming its row (a floor that grows with the row's
-    # bytes) and every row pays a block's fixed cost. Fitted to Vidur's profiles, shared by
-    # those three operators of a GPU (their widths vary with the model and the TP degree);
-    # 0 for the element-wise torch operators (adds, embedding).
+    # bytes) and every row pays a block's fixed cost, in proportion to the block's threads
+    # (refimpl.costmodel.gpu_ops.block_threads). Fitted to Vidur's profiles, shared by those
+    # three operators of a GPU (their widths vary with the model and the TP degree); 0 for
+    # the element-wise torch operators (adds, embedding).
     row_latency_s_per_byte: float = 0.0
-    row_s: float = 0.0
+    row_s: float = 0.0  # a row's cost in a block of gpu_ops.MAX_BLOCK (1,024) threads
 
     def __post_init__(self) -> None:
         _seconds("launch_s", self.launch_s)

@@ -16,6 +16,8 @@ and on one model shape left out of the fit entirely.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,8 +25,16 @@ from scipy.optimize import least_squares, nnls
 
 from refimpl.config import HardwareSpec
 from refimpl.config.efficiency import Efficiency, GemmFit, LinkFit, OpFit
-from refimpl.costmodel.gpu_ops import elementwise_bytes, gemm_terms, layer_gemms, memory_terms, op_s
+from refimpl.costmodel.gpu_ops import (
+    block_threads,
+    elementwise_bytes,
+    gemm_terms,
+    layer_gemms,
+    memory_terms,
+    op_s,
+)
 from refimpl.costmodel.gpu_profiles import AllReduceProfile, OperatorProfile
+from refimpl.errors import ConfigError
 
 __all__ = ["GROUPS", "GpuScore", "fit_efficiency", "linear_layers_s", "predict", "score"]
 
@@ -89,8 +99,10 @@ def _memory_rows(profiles: list[OperatorProfile], hw: HardwareSpec, group: str, 
     for p in profiles:
         for tp in np.unique(p.tp):
             at = p.tp == tp
-            nbytes = elementwise_bytes(p.model, int(tp))[MEMORY_OPS[group]]
-            terms = memory_terms(fit, nbytes, hw.memory_bandwidth_bytes_s)
+            kind = MEMORY_OPS[group]
+            terms = memory_terms(fit, elementwise_bytes(p.model, int(tp))[kind],
+                                 hw.memory_bandwidth_bytes_s,
+                                 block_threads(p.model, int(tp))[kind])
             for op in GROUPS[group]:
                 pred.append(op_s(*terms, fit.sharpness, p.tokens[at].astype(np.float64)))
                 meas.append(p.seconds[op][at])
@@ -157,7 +169,25 @@ def fit_memory_ops(profiles: list[OperatorProfile], hw: HardwareSpec) -> dict[st
                          for f in alone] + [ROW_START])
     lo = np.concatenate([np.tile(OP_LO, len(groups)), ROW_LO])
     hi = np.concatenate([np.tile(OP_HI, len(groups)), ROW_HI])
-    return unpack(_fit(residuals, np.clip(x0, lo + 1e-9, hi - 1e-9), lo, hi).x)
+    fits = unpack(_fit(residuals, np.clip(x0, lo + 1e-9, hi - 1e-9), lo, hi).x)
+    return {g: _without_unseen_kink(f, _largest_run_bytes(profiles, g)) for g, f in fits.items()}
+
+
+def _largest_run_bytes(profiles: list[OperatorProfile], group: str) -> float:
+    """The most bytes one run of a memory-bound group moves in the profiles."""
+    op = MEMORY_OPS[group]
+    return max(float(p.tokens[p.tp == tp].max()) * elementwise_bytes(p.model, int(tp))[op]
+               for p in profiles for tp in np.unique(p.tp))
+
+
+def _without_unseen_kink(fit: OpFit, largest_bytes: float) -> OpFit:
+    """`fit` with no cache edge where the profiles show none: an edge past every run fitted
+    cannot be told from no edge (no row pays its spill rate), and a spill rate left where the
+    optimiser dropped it would rule every larger run (a shape held out with 8x the rows took
+    12x its time). Predictions on the rows fitted are unchanged."""
+    if fit.cache_bytes < largest_bytes:
+        return fit
+    return dataclasses.replace(fit, cache_bytes=math.inf, spill_efficiency=fit.efficiency)
 
 
 def fit_all_reduce(profile: AllReduceProfile) -> tuple[LinkFit, ...]:
@@ -194,8 +224,9 @@ def predict(eff: Efficiency, hw: HardwareSpec, p: OperatorProfile, op: str) -> n
             continue
         group = next(g for g, members in GROUPS.items() if op in members)
         fit = getattr(eff, MEMORY_OPS[group])
-        nbytes = elementwise_bytes(p.model, int(tp))[MEMORY_OPS[group]]
-        terms = memory_terms(fit, nbytes, hw.memory_bandwidth_bytes_s)
+        kind = MEMORY_OPS[group]
+        terms = memory_terms(fit, elementwise_bytes(p.model, int(tp))[kind],
+                             hw.memory_bandwidth_bytes_s, block_threads(p.model, int(tp))[kind])
         out[at] = op_s(*terms, fit.sharpness, rows)
     return out
 
@@ -224,6 +255,10 @@ class GpuScore:
 def score(compute: list[OperatorProfile], network: list[AllReduceProfile], hw: HardwareSpec,
           held_shape: str, source: str) -> GpuScore:
     """Fit one GPU's profiles three ways (all, rows held out, a shape held out) and score."""
+    names = sorted({p.model.name for p in compute})
+    if held_shape not in names or len(names) < 2:
+        raise ConfigError("held_shape", held_shape, "must be one of two or more profiled "
+                          "shapes of this GPU", choices=names)
     full = fit_efficiency(compute, network, hw, source)
     index = [np.arange(len(p.tokens)) % HOLD_EVERY == HOLD_EVERY - 1 for p in compute]
     train = [_rows_mask(p, ~held) for p, held in zip(compute, index, strict=True)]

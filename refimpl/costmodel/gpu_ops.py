@@ -18,14 +18,15 @@ import numpy as np
 from refimpl.config import ModelConfig, dtype_bytes
 from refimpl.config.efficiency import GemmFit, OpFit
 
-__all__ = ["ELEMENTWISE", "GEMMS", "Gemm", "elementwise_bytes", "gemm_terms", "layer_gemms",
-           "lm_head", "memory_terms", "op_s", "per_layer"]
+__all__ = ["ELEMENTWISE", "GEMMS", "MAX_BLOCK", "Gemm", "block_threads", "elementwise_bytes",
+           "gemm_terms", "layer_gemms", "lm_head", "memory_terms", "op_s", "per_layer"]
 
 GEMMS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")  # Vidur's names
 ELEMENTWISE = ("norm", "rope", "act", "add", "emb")
 # How often each memory-bound operator runs per layer (emb: once per step, not per layer).
 # Llama has an input and a post-attention RMSNorm and two residual adds per layer.
 PER_LAYER = {"norm": 2, "rope": 1, "act": 1, "add": 2, "emb": 0}
+MAX_BLOCK = 1024  # threads: a CUDA block's limit, and the unit of `OpFit.row_s`
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,16 @@ def elementwise_bytes(model: ModelConfig, tp: int) -> dict[str, int]:
             "emb": 2 * h * b}
 
 
+def block_threads(model: ModelConfig, tp: int) -> dict[str, int]:
+    """Threads of the one block per token that vLLM's norm, rotary and activation kernels
+    launch (csrc: `min(hidden_size, 1024)`, `min(num_heads * rot_dim / 2, 512)`,
+    `min(d, 1024)`); the adds and the embedding are flat torch kernels: MAX_BLOCK."""
+    q_pairs = model.num_heads // tp * model.head_dim // 2
+    return {"norm": min(model.hidden_size, MAX_BLOCK), "rope": min(q_pairs, 512),
+            "act": min(model.intermediate_size // tp, MAX_BLOCK), "add": MAX_BLOCK,
+            "emb": MAX_BLOCK}
+
+
 def per_layer(op: str) -> int:
     """Runs of a memory-bound operator per layer (0: once per step)."""
     return PER_LAYER[op]
@@ -93,10 +104,12 @@ def gemm_terms(gemm: Gemm, fit: GemmFit, peak_flops: float, bandwidth: float,
             flop_s, flop_s * fit.rows_half, float(fit.tile_rows), 0.0, 0.0)
 
 
-def memory_terms(fit: OpFit, nbytes_per_row: float, bandwidth: float) -> tuple[float, ...]:
+def memory_terms(fit: OpFit, nbytes_per_row: float, bandwidth: float,
+                 threads: int = MAX_BLOCK) -> tuple[float, ...]:
     """`op_s`'s terms before the sharpness for a memory-bound operator: its floor is the
-    launch plus one block streaming a row, each row costs its bytes and a block's `row_s`."""
-    s_per_row = nbytes_per_row / (bandwidth * fit.efficiency) + fit.row_s
+    launch plus one block streaming a row, each row costs its bytes and its block's share of
+    `row_s` (a block of `threads` holds that many of an SM's thread slots while it runs)."""
+    s_per_row = nbytes_per_row / (bandwidth * fit.efficiency) + fit.row_s * threads / MAX_BLOCK
     floor_s = fit.launch_s + nbytes_per_row * fit.row_latency_s_per_byte
     if math.isinf(fit.cache_bytes):
         return 0.0, s_per_row, 0.0, floor_s, 1.0, 0.0, 0.0

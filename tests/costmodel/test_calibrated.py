@@ -13,8 +13,14 @@ from refimpl import HardwareSpec, ModelConfig
 from refimpl.config.efficiency import Efficiency, GemmFit, LinkFit, OpFit
 from refimpl.costmodel import CalibratedStepModel, RooflineStepModel, step_time_model
 from refimpl.costmodel.choose import compiled_coefficients
-from refimpl.costmodel.gpu_fit import fit_efficiency, linear_layers_s, score
-from refimpl.costmodel.gpu_ops import gemm_terms, layer_gemms, memory_terms, op_s
+from refimpl.costmodel.gpu_fit import (
+    MEMORY_OPS,
+    _without_unseen_kink,
+    fit_efficiency,
+    linear_layers_s,
+    score,
+)
+from refimpl.costmodel.gpu_ops import block_threads, gemm_terms, layer_gemms, memory_terms, op_s
 from refimpl.costmodel.gpu_profiles import GPU_PRESETS, read_profiles
 from refimpl.costmodel.step import (
     COUNT,
@@ -77,6 +83,17 @@ def test_the_fit_recovers_known_efficiencies_from_a_synthetic_profile(tmp_path):
         assert got.launch_s == pytest.approx(want.launch_s, rel=1e-6)
     held = score(compute, network, H100, "org/wide", "synthetic")
     assert max(held.held_rows.values()) < 1.0 and max(held.held_shape_mape.values()) < 1.0
+
+
+def test_a_held_out_shape_that_is_not_profiled_is_refused_by_name(tmp_path):
+    write_compute_csv(tmp_path, "h100", "small", _shape("small"), KNOWN, H100)
+    write_compute_csv(tmp_path, "h100", "wide", _shape("wide", intermediate_size=14336),
+                      KNOWN, H100)
+    compute, network = read_profiles(tmp_path)
+    with pytest.raises(ConfigError, match=r"held_shape='llama-2-70b'.*org/small, org/wide"):
+        score(compute, network, H100, "llama-2-70b", "")
+    with pytest.raises(ConfigError, match="two or more"):  # nothing left to fit on
+        score(compute[:1], network, H100, "org/small", "")
 
 
 def test_the_compiled_formula_is_the_sum_of_the_operators():
@@ -166,19 +183,50 @@ def vidur():
     return read_profiles(VIDUR)
 
 
-@pytest.mark.parametrize("gpu", ["a100", "h100"])
-def test_the_fit_is_within_the_acceptance_on_held_out_rows_and_shapes(vidur, gpu):
+# Each GPU's default held-out shape (the last in name order), and the H100's other one: with
+# two shapes there, each is predicted from a fit on the other alone.
+HELD_OUT = [("a100", "meta-llama/Meta-Llama-3-8B"), ("h100", "meta-llama/Llama-2-7b-hf"),
+            ("h100", "meta-llama/Llama-2-70b-hf")]
+
+
+@pytest.mark.parametrize(("gpu", "held"), HELD_OUT, ids=[f"{g}-{h.split('/')[1]}"
+                                                          for g, h in HELD_OUT])
+def test_the_fit_is_within_the_acceptance_on_held_out_rows_and_shapes(vidur, gpu, held):
     compute, network = vidur
     mine = [p for p in compute if p.gpu == gpu]
-    held = sorted(p.model.name for p in mine)[-1]
     result = score(mine, [n for n in network if n.gpu == gpu],
                    HardwareSpec.preset(GPU_PRESETS[gpu]), held, "")
     assert max(result.held_rows.values()) < 10.0
-    if gpu == "a100":  # three shapes: fitted on two, the third within the acceptance
-        assert max(result.held_shape_mape.values()) < 10.0
-    else:  # two shapes: a rotary embedding fitted on Llama-2-70B alone misses (the docs say)
-        assert max(v for g, v in result.held_shape_mape.items() if g != "rope") < 10.0
-        assert result.held_shape_mape["rope"] < 13.0
+    memory_bound = {g: v for g, v in result.held_shape_mape.items() if g in MEMORY_OPS}
+    assert max(memory_bound.values()) < 10.0, memory_bound  # 12.5-12.9 before block_threads
+    # the linear layers: one GEMM fit for every shape; Llama-2-70B on an H100 predicted from
+    # Llama-2-7B alone misses by a little (docs/calibration.md)
+    limit = 10.5 if held.endswith("70b-hf") and gpu == "h100" else 10.0
+    assert max(result.held_shape_mape[g] for g in ("attn_proj", "mlp_proj")) < limit
+
+
+def test_vllms_per_token_kernels_launch_blocks_of_their_rows_width():
+    threads = {tp: block_threads(LLAMA2, tp) for tp in (1, 8)}
+    assert threads[1] == {"norm": 1024, "rope": 512, "act": 1024, "add": 1024, "emb": 1024}
+    assert threads[8]["rope"] == 4 * 128 // 2  # 4 query heads a GPU, pairs of a 128-dim head
+    assert threads[8]["norm"] == 1024 and threads[8]["act"] == 1024  # 11008 / 8 still > 1024
+
+
+def test_a_row_in_a_smaller_block_pays_its_share_of_the_row_cost():
+    fit = KNOWN.rope  # row_s 1 ns for a 1,024-thread block
+    full, half = (memory_terms(fit, 16_384, H100.memory_bandwidth_bytes_s, t)[1]
+                  for t in (1024, 512))
+    assert full - half == pytest.approx(fit.row_s / 2, rel=1e-12)
+
+
+def test_a_cache_edge_past_every_fitted_run_is_dropped():
+    # No profiled run reaches the edge, so its spill rate is unfitted: it must not rule
+    # larger runs (it had made a held-out shape's 32k-token runs 12x too slow).
+    edge_past = OpFit(3e-6, 0.2, 1.5, 137e6, 0.009)
+    kept = _without_unseen_kink(edge_past, largest_bytes=67e6)
+    assert kept.cache_bytes == math.inf and kept.spill_efficiency == kept.efficiency == 0.2
+    edge_seen = dataclasses.replace(edge_past, cache_bytes=20e6, spill_efficiency=0.1)
+    assert _without_unseen_kink(edge_seen, largest_bytes=67e6) == edge_seen
 
 
 def test_the_presets_linear_layers_match_vidurs_a100_batches(vidur):
