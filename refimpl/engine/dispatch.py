@@ -49,10 +49,11 @@ from refimpl.sched.policy import (
 )
 from refimpl.sched.queues import WAIT_LEN, Queues
 from refimpl.sched.slo.compiled import no_slo_state, plan_slo, slo_add, slo_update
+from refimpl.sched.slo.compiled.state import LAST_BUDGET
 from refimpl.sched.table import COMPUTED, GENERATED, PROMPT, REASONS
 
 __all__ = ["RunArrays", "add_request", "num_waiting", "plan_once", "plan_step",
-           "slo_state", "step_seconds", "update"]
+           "slo_state", "step_seconds", "tick_budget_s", "update"]
 
 TOKEN_BUDGET, MAX_NUM_SEQS = range(2)  # a baseline's entries of `params`
 
@@ -148,6 +149,12 @@ def update(code, handle, slo, ints, floats, entries, sizes, num_finished, now):
 def num_waiting(policy_waiting, queue_sizes):
     """Requests admitted and not running: the policy's count, or the loop's queue's."""
     return queue_sizes[WAIT_LEN] if policy_waiting < 0 else policy_waiting
+
+
+@inline_kernel
+def tick_budget_s(code, slo):
+    """The time the `slo` policy's tick allowed this step (NaN for policies without one)."""
+    return slo.fp[LAST_BUDGET] if code == SLO else np.nan
 
 
 @inline_kernel

@@ -59,9 +59,9 @@ CONFIG_FIELDS = ("policy", "gate", "executor", "handle", "max_context", "clock_i
 ACCEPT, QUEUE, DEGRADE, REJECT = range(4)  # bridge.ACTION_CODES
 NO_GATE, PYTHON_GATE, COMPILED_GATE = range(3)  # entries of config[GATE]
 # Columns of the two step-record arrays, in `StepRecords` field names.
-STEP_FLOAT_FIELDS = ("start_s", "duration_s", "decision_s")
+STEP_FLOAT_FIELDS = ("start_s", "duration_s", "decision_s", "tick_budget_s")
 STEP_INT_FIELDS = ("num_decode", "num_prefill_tokens", "num_prefill_chunks", "kv_used_pages",
-                   "num_waiting")
+                   "num_waiting", "max_chunk_tokens")
 NO_PROGRESS = len(PLAN_ERRORS) - 1  # the loop's own error: no progress
 MAX_IDLE_STEPS = 1024  # steps in a row without progress before the loop refuses to go on
 # Entries of `rates`: bytes of one KV page, and the bandwidth between the device and the CPU
@@ -134,7 +134,7 @@ def serve(config, params, rates, coefficients, ints, floats, kv, q, slo, gs, pla
         if num_steps == step_f.shape[0]:
             step_f, step_i = _doubled(step_f), _doubled(step_i)
         _record(step_f[num_steps], step_i[num_steps], kv.num_pages - kvm.num_free_pages(kv),
-                sizes, entries, now, duration_s, decision_s,
+                sizes, entries, now, duration_s, decision_s, d.tick_budget_s(code, slo),
                 d.num_waiting(policy_waiting, q.sizes) + gate_queued)
         now += duration_s
         num_steps += 1
@@ -238,17 +238,19 @@ def _reject_stranded(ints, floats, kv, now):
 
 @inline_kernel
 def _record(row_f, row_i, used_pages, sizes, entries, start_s, duration_s, decision_s,
-            waiting):
+            budget_s, waiting):
     """One step's records (columns as STEP_FLOAT_FIELDS and STEP_INT_FIELDS); handed the
     pages in use, not the KV state (an inlined helper handed a tuple copies every array of
     it, docs/performance.md)."""
-    row_f[0], row_f[1], row_f[2] = start_s, duration_s, decision_s
-    prefill_tokens = 0
+    row_f[0], row_f[1], row_f[2], row_f[3] = start_s, duration_s, decision_s, budget_s
+    prefill_tokens = largest = 0
     for k in range(sizes[p.NUM_PREFILL]):
         prefill_tokens += entries[p.PREFILL_TOKENS, k]
+        largest = max(largest, entries[p.PREFILL_TOKENS, k])
     row_i[0], row_i[1], row_i[2] = sizes[p.NUM_DECODE], prefill_tokens, sizes[p.NUM_PREFILL]
     row_i[3] = used_pages
     row_i[4] = waiting
+    row_i[5] = largest
 
 
 @kernel

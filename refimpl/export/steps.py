@@ -16,7 +16,8 @@ from refimpl.metrics.records import StepRecords
 __all__ = ["STEP_COLUMNS", "export_steps", "step_columns"]
 
 STEP_COLUMNS = ("start_s", "duration_s", "num_decode", "num_prefill_tokens",
-                "num_prefill_chunks", "kv_used_pages", "num_waiting", "decision_s")
+                "num_prefill_chunks", "max_chunk_tokens", "kv_used_pages", "num_waiting",
+                "decision_s", "tick_budget_s")
 
 
 def step_columns(steps: StepRecords, policy: str | None = None) -> dict[str, np.ndarray]:

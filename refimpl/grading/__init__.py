@@ -5,9 +5,11 @@ confined child process and returns a `GradeReport` (`runner.py` states the threa
 what a hostile solution can try, what stops it, what is out of scope); `catalogue()` lists
 the exercises. The pytest
 plugin (`refimpl.grading.plugin`) and the measuring helpers (`refimpl.grading.measure`)
-are used by the exercises' own tests.
+are used by the exercises' own tests. `check_answer` checks a notebook's "predict, then
+run" tasks.
 """
 
+from refimpl.grading.answers import WrongAnswer, check_answer
 from refimpl.grading.catalogue import Exercise, GradingError, catalogue, find_exercise
 from refimpl.grading.report import GradeReport, TestResult
 from refimpl.grading.runner import grade
@@ -17,7 +19,9 @@ __all__ = [
     "GradeReport",
     "GradingError",
     "TestResult",
+    "WrongAnswer",
     "catalogue",
+    "check_answer",
     "find_exercise",
     "grade",
 ]

@@ -2,7 +2,12 @@
 
 from refimpl.metrics.latency import RequestLatencies, request_latencies
 from refimpl.metrics.percentiles import PERCENTILES, describe, percentile
-from refimpl.metrics.plots import plot_latency_cdfs, plot_timeline
+from refimpl.metrics.plots import (
+    latency_cdfs_figure,
+    plot_latency_cdfs,
+    plot_timeline,
+    timeline_figure,
+)
 from refimpl.metrics.records import FINISHED, REJECTED, RequestRecords, StepRecords
 from refimpl.metrics.report import build_report, json_ready, write_report
 from refimpl.metrics.summary import makespan_s, summarize, summarize_by_class
@@ -20,6 +25,7 @@ __all__ = [
     "format_comparison",
     "format_run",
     "json_ready",
+    "latency_cdfs_figure",
     "makespan_s",
     "percentile",
     "plot_latency_cdfs",
@@ -27,5 +33,6 @@ __all__ = [
     "request_latencies",
     "summarize",
     "summarize_by_class",
+    "timeline_figure",
     "write_report",
 ]

@@ -1,9 +1,11 @@
-"""PNG plots of serving runs: latency CDFs per policy, and a timeline of steps and KV use.
+"""Plots of serving runs: latency CDFs per policy, and a timeline of steps and KV use.
 
-Each function takes `{policy_name: (RequestRecords, StepRecords)}` and an output path, writes
-one PNG and returns its path. Matplotlib is imported inside the functions (importing refimpl
-stays cheap) and used through `matplotlib.figure.Figure`, not pyplot, so no global backend or
-figure state is touched: the plots render off screen (Agg) from scripts, tests and notebooks.
+Each `*_figure` function takes `{policy_name: (RequestRecords, StepRecords)}` and returns a
+matplotlib Figure (a notebook shows it, a learner keeps and restyles it); each `plot_*`
+function writes that figure to a PNG and returns its path. Matplotlib is imported inside the
+functions (importing refimpl stays cheap) and used through `matplotlib.figure.Figure`, not
+pyplot, so no global backend or figure state is touched: the plots render off screen (Agg)
+from scripts, tests and notebooks.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from refimpl.metrics.latency import request_latencies
 from refimpl.metrics.records import RequestRecords, StepRecords
 from refimpl.report.units import format_seconds
 
-__all__ = ["plot_latency_cdfs", "plot_timeline"]
+__all__ = ["latency_cdfs_figure", "plot_latency_cdfs", "plot_timeline", "timeline_figure"]
 
 Runs = dict[str, tuple[RequestRecords, StepRecords]]
 
@@ -73,7 +75,7 @@ def _cdf_panel(ax, samples: dict[str, np.ndarray], targets: dict[float, list[str
         ax.legend(loc="lower right", fontsize="small")
 
 
-def plot_latency_cdfs(runs: Runs, path: str | Path) -> Path:
+def latency_cdfs_figure(runs: Runs):
     """TTFT and TPOT CDFs per policy (finished requests), SLO targets as dashed lines."""
     from matplotlib.figure import Figure
 
@@ -95,7 +97,12 @@ def plot_latency_cdfs(runs: Runs, path: str | Path) -> Path:
                    else _slo_targets(first_requests, getattr(first_requests, slo_column)))
         _cdf_panel(ax, samples, targets, colors, title)
     fig.suptitle("Latency CDFs of finished requests, per policy")
-    return _save(fig, path)
+    return fig
+
+
+def plot_latency_cdfs(runs: Runs, path: str | Path) -> Path:
+    """Write `latency_cdfs_figure(runs)` to the PNG at `path`."""
+    return _save(latency_cdfs_figure(runs), path)
 
 
 def _time_bins(steps: StepRecords, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -113,7 +120,7 @@ def _time_bins(steps: StepRecords, values: np.ndarray) -> tuple[np.ndarray, np.n
     return edges[:-1], mean
 
 
-def plot_timeline(runs: Runs, path: str | Path) -> Path:
+def timeline_figure(runs: Runs):
     """Per step over time, a column per policy: decode sequences, prefill tokens, KV use, queue."""
     from matplotlib.figure import Figure
 
@@ -147,4 +154,9 @@ def plot_timeline(runs: Runs, path: str | Path) -> Path:
     fig.suptitle("Engine steps over time" + (
         f" (duration-weighted mean per time bin, {TIMELINE_BINS} bins)" if binned
         else " (one point per step)"))
-    return _save(fig, path)
+    return fig
+
+
+def plot_timeline(runs: Runs, path: str | Path) -> Path:
+    """Write `timeline_figure(runs)` to the PNG at `path`."""
+    return _save(timeline_figure(runs), path)

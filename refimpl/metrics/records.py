@@ -61,6 +61,10 @@ class StepRecords:
     kv_used_pages: np.ndarray  # int64: pages in use after the step
     num_waiting: np.ndarray  # int64: requests queued (policy and admission), not yet running
     decision_s: np.ndarray  # float64: wall time the policy took to plan the step
+    # float64: the time `slo`'s tick allowed the step (decodes reserved, prefill in the slack);
+    # NaN for a policy without a time budget
+    tick_budget_s: np.ndarray
+    max_chunk_tokens: np.ndarray  # int64: the step's largest prompt chunk (0: none)
     kv_total_pages: int = 0  # pages in the pool
     kernel_usage: dict = field(default_factory=dict)  # kernel candidate name -> steps using it
     admission_counts: dict = field(default_factory=dict)  # "action[:reason]" -> requests

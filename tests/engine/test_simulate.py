@@ -180,3 +180,21 @@ def test_the_calibrated_clock_through_the_bridge_equals_the_compiled_one():
     bridged = simulate(workload, "sarathi", model=model, hardware=gpu,
                        step_model=ViaPython(model, gpu))
     np.testing.assert_allclose(bridged.steps.duration_s, compiled.steps.duration_s, rtol=1e-12)
+
+
+def test_each_step_records_its_tick_budget_and_its_largest_chunk():
+    workload = synthetic("azure-conv-like", num_requests=200, rate=20.0, seed=5)
+    slo, sarathi = simulate(workload, "slo").steps, simulate(workload, "sarathi").steps
+    # slo: a budget every step, and its plan keeps the step within it (the predicted clock)
+    assert np.isfinite(slo.tick_budget_s).all() and (slo.tick_budget_s > 0).all()
+    assert (slo.duration_s <= slo.tick_budget_s * (1 + 1e-6)).mean() > 0.95
+    # sarathi has a token budget, not a time budget; its chunks stay within its 512 tokens
+    assert np.isnan(sarathi.tick_budget_s).all()
+    for steps in (slo, sarathi):
+        chunked = steps.num_prefill_chunks > 0
+        assert (steps.max_chunk_tokens[~chunked] == 0).all()
+        assert (steps.max_chunk_tokens[chunked] > 0).all()
+        assert (steps.max_chunk_tokens <= steps.num_prefill_tokens).all()
+        one = steps.num_prefill_chunks == 1
+        assert (steps.max_chunk_tokens[one] == steps.num_prefill_tokens[one]).all()
+    assert 0 < sarathi.max_chunk_tokens.max() <= 512

@@ -57,5 +57,7 @@ def make_steps(duration_s: list[float], *, kv_used_pages: list[int] | None = Non
         kv_used_pages=ints(kv_used_pages),
         num_waiting=ints(None),
         decision_s=np.array(decision_s if decision_s is not None else [0.0] * n),
+        tick_budget_s=np.full(n, np.nan),
+        max_chunk_tokens=ints(num_prefill_tokens),
         kv_total_pages=kv_total_pages,
     )

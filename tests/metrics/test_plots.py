@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from refimpl.metrics import plot_latency_cdfs, plot_timeline
+from refimpl.metrics import latency_cdfs_figure, plot_latency_cdfs, plot_timeline, timeline_figure
 
 from ._records import make_requests, make_steps, rejected
 from .test_summary import ROWS
@@ -41,3 +41,17 @@ def test_plot_without_finished_requests_or_steps(tmp_path, plot, recwarn):
     runs = {"vllm": (make_requests([rejected(0.0, "kv_full")]), make_steps([]))}
     _assert_png(plot(runs, tmp_path / "empty.png"), min_bytes=5_000)
     assert not [w for w in recwarn if issubclass(w.category, (UserWarning, RuntimeWarning))]
+
+
+@pytest.mark.parametrize("figure", [latency_cdfs_figure, timeline_figure])
+def test_figure_is_returned_with_a_panel_per_quantity_and_a_curve_per_policy(figure):
+    runs = {name: _run(40) for name in ("vllm", "sarathi")}
+    fig = figure(runs)
+    assert fig.savefig  # a matplotlib Figure the learner keeps
+    axes = fig.axes
+    # CDFs: a TTFT and a TPOT panel; timeline: four quantities x a column per policy.
+    assert len(axes) == (2 if figure is latency_cdfs_figure else 4 * len(runs))
+    assert all(ax.lines for ax in axes)
+    if figure is latency_cdfs_figure:
+        labels = axes[0].get_legend_handles_labels()[1]
+        assert {"vllm", "sarathi"} <= set(labels)
