@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ import pytest
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
 TIMEOUT_S = 600  # per notebook: a cold Numba cache compiles the kernels on first use
+MIN_TASKS = 2  # "predict, then run" questions per notebook
 SLOW_NOTEBOOK_S = 60.0  # warm, each notebook runs in under 10 s on 2 cores
 
 
@@ -25,7 +27,8 @@ def _ids(paths: list[Path]) -> list[str]:
 
 
 WALKTHROUGHS = {"01_tiled_attention_and_sram", "02_cost_model_and_pareto", "03_paged_kv_cache",
-                "04_scheduling_slos"}
+                "04_scheduling_slos", "07_end_to_end"}
+EXERCISES_DIR = NOTEBOOKS_DIR.parent / "exercises"
 
 
 def test_the_walkthroughs_are_there():
@@ -51,6 +54,15 @@ def test_notebook_opens_with_a_parameters_cell(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_notebook_points_to_a_graded_exercise_that_exists(path):
+    text = "".join("".join(cell["source"]) for cell in json.loads(path.read_text())["cells"])
+    named = set(re.findall(r"exercises/(\w+)", text)) | set(re.findall(r'exercise="(\w+)"', text))
+    assert named, f"{path.name} points to no exercise"
+    for exercise in named:
+        assert (EXERCISES_DIR / exercise / "README.md").is_file(), f"no exercise {exercise!r}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_notebook_imports_only_the_public_api(path):
     cells = json.loads(path.read_text())["cells"]
     for cell in cells:
@@ -63,16 +75,40 @@ def test_notebook_imports_only_the_public_api(path):
 
 # Runs a notebook's code cells in order, in one namespace, as a kernel would (no magics are
 # used, so plain Python can run them). A fresh interpreter per notebook keeps them apart.
+# A learner task (a cell tagged "task" holding `answer_NAME = None`, its check the next code
+# cell) runs three times: as committed (the check must pass unanswered), with the cell's
+# metadata "wrong_answer" (the check must raise WrongAnswer), then with the true value that
+# WrongAnswer carries (the check must pass). Prints "tasks: N" for the test to count.
 _RUNNER = """
-import json, sys, time
-cells = json.load(open(sys.argv[1]))["cells"]
+import json, re, sys, time
+from refimpl.grading import WrongAnswer
+cells = [c for c in json.load(open(sys.argv[1]))["cells"] if c["cell_type"] == "code"]
 namespace = {"__name__": "__main__"}
-for index, cell in enumerate(cells):
-    if cell["cell_type"] != "code":
-        continue
+def run(source, label):
     started = time.perf_counter()
-    exec(compile("".join(cell["source"]), f"{sys.argv[1]}:cell {index}", "exec"), namespace)
-    print(f"cell {index}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    exec(compile(source, f"{sys.argv[1]}:{label}", "exec"), namespace)
+    print(f"{label}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+tasks, checked = 0, set()
+for index, cell in enumerate(cells):
+    source = "".join(cell["source"])
+    run(source, f"cell {index}")
+    if "task" not in cell.get("metadata", {}).get("tags", []):
+        continue
+    name = re.search(r"^(answer_\\w+) = None\\b", source, re.M).group(1)
+    wrong = cell["metadata"]["wrong_answer"]
+    check = "".join(cells[index + 1]["source"])
+    assert f"{name}," in check and "check_answer(" in check, f"cell {index + 1} checks {name}"
+    run(check, f"cell {index + 1} unanswered")
+    namespace[name] = eval(wrong, namespace)
+    try:
+        run(check, f"cell {index + 1} answered {wrong}")
+    except WrongAnswer as error:
+        namespace[name] = error.truth
+    else:
+        raise AssertionError(f"cell {index + 1} took the wrong answer {wrong} for {name}")
+    run(check, f"cell {index + 1} answered right")
+    tasks += 1
+print(f"tasks: {tasks}")
 """
 
 
@@ -81,9 +117,8 @@ for index, cell in enumerate(cells):
 def test_notebook_runs_in_fast_mode(path, tmp_path):
     """Every code cell runs top to bottom with REFIMPL_FAST=1, in a fresh interpreter.
 
-    The cells run in a plain Python process rather than a Jupyter kernel: the kernel's
-    messaging occasionally lost a reply on this machine and stalled a run for minutes, which
-    a test suite cannot afford; `pytest --nbmake notebooks/` runs them in real kernels.
+    A plain Python process runs the learner tasks' wrong and right answers too;
+    `test_notebook_runs_in_a_jupyter_kernel` runs the notebook as committed in a real kernel.
     """
     pytest.importorskip("ipywidgets")
     pytest.importorskip("IPython")
@@ -92,6 +127,8 @@ def test_notebook_runs_in_fast_mode(path, tmp_path):
     result = subprocess.run([sys.executable, "-c", _RUNNER, str(path)], cwd=NOTEBOOKS_DIR,
                             env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
     assert result.returncode == 0, f"{path.name} failed:\n{result.stderr[-3000:]}"
+    tasks = int(result.stdout.rsplit("tasks:", 1)[1])
+    assert tasks >= MIN_TASKS, f"{path.name} has {tasks} learner tasks, fewer than {MIN_TASKS}"
     took_s = time.perf_counter() - started
     if took_s > SLOW_NOTEBOOK_S:  # say where the time went (a cold Numba cache compiles)
         slowest = sorted(result.stderr.splitlines()[-40:], key=_seconds, reverse=True)[:3]
@@ -104,3 +141,44 @@ def _seconds(line: str) -> float:
         return float(line.rsplit(":", 1)[1].split()[0])
     except (IndexError, ValueError):
         return 0.0
+
+
+CELL_TIMEOUT_S = 240  # a kernel cell; the plain run above has already warmed the Numba cache
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_notebook_runs_in_a_jupyter_kernel(path, tmp_path, monkeypatch):
+    """The notebook as committed runs in a real IPython kernel (nbclient), with REFIMPL_FAST=1.
+
+    A cell gets CELL_TIMEOUT_S. The kernel's messaging once lost a reply on this machine and
+    stalled a run; a lost reply (a cell timeout or a dead kernel) is retried once, in a fresh
+    kernel, and said in a warning. A cell that raises fails at once: that is the notebook's bug.
+    """
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+    for name, value in {"REFIMPL_FAST": "1", "MPLBACKEND": "Agg", "TMPDIR": str(tmp_path),
+                        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+                        "IPYTHONDIR": str(tmp_path / "ipython")}.items():
+        monkeypatch.setenv(name, value)  # the kernel inherits them; nothing under $HOME
+    for attempt in (1, 2):
+        notebook = nbformat.read(path, as_version=4)
+        client = nbclient.NotebookClient(notebook, timeout=CELL_TIMEOUT_S, kernel_name="python3",
+                                         resources={"metadata": {"path": str(NOTEBOOKS_DIR)}})
+        try:
+            client.execute()
+            break
+        except (CellTimeoutError, DeadKernelError) as lost:
+            if attempt == 2:
+                raise
+            warnings.warn(f"{path.name}: kernel reply lost ({type(lost).__name__}); retried",
+                          stacklevel=1)
+    errors = [output for cell in notebook.cells for output in cell.get("outputs", [])
+              if output.get("output_type") == "error"]
+    assert not errors
+    printed = "".join(output.get("text", "") for cell in notebook.cells
+                      for output in cell.get("outputs", []))
+    assert "not answered" in printed  # the learner tasks ran, unanswered as committed
