@@ -17,12 +17,10 @@ import numpy as np
 from refimpl.config import HardwareSpec, ModelConfig, dtype_bytes
 from refimpl.costmodel.gpu_ops import (
     ELEMENTWISE,
-    block_threads,
-    elementwise_bytes,
     gemm_terms,
     layer_gemms,
     lm_head,
-    memory_terms,
+    operator_terms,
     per_layer,
 )
 from refimpl.costmodel.step import (
@@ -62,12 +60,11 @@ class CalibratedStepModel(PartsStepModel):
                 for gemm in layer_gemms(model, tp)]
         rows.append((1, g.launch_s, *gemm_terms(lm_head(model, tp), g, peak, bw, b),
                      g.sharpness, 1.0))
-        nbytes, threads = elementwise_bytes(model, tp), block_threads(model, tp)
         for op in ELEMENTWISE:
             fit = getattr(eff, op)
             count = per_layer(op) * layers or 1  # the embedding runs once a step
-            rows.append((count, 0.0, *memory_terms(fit, nbytes[op], bw, threads[op]),
-                         fit.sharpness, 0.0))
+            rows.append((count, 0.0, *operator_terms(fit, model, tp, op, bw), fit.sharpness,
+                         0.0))
         if tp > 1:  # after attention and after the MLP, the partial sums are all-reduced
             link = eff.link(tp)
             rows.append((2 * layers, link.launch_s, 0.0, model.hidden_size * b / link.bytes_per_s,

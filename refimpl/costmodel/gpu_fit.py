@@ -26,12 +26,11 @@ from scipy.optimize import least_squares, nnls
 from refimpl.config import HardwareSpec
 from refimpl.config.efficiency import Efficiency, GemmFit, LinkFit, OpFit
 from refimpl.costmodel.gpu_ops import (
-    block_threads,
     elementwise_bytes,
     gemm_terms,
     layer_gemms,
-    memory_terms,
     op_s,
+    operator_terms,
 )
 from refimpl.costmodel.gpu_profiles import AllReduceProfile, OperatorProfile
 from refimpl.errors import ConfigError
@@ -99,10 +98,8 @@ def _memory_rows(profiles: list[OperatorProfile], hw: HardwareSpec, group: str, 
     for p in profiles:
         for tp in np.unique(p.tp):
             at = p.tp == tp
-            kind = MEMORY_OPS[group]
-            terms = memory_terms(fit, elementwise_bytes(p.model, int(tp))[kind],
-                                 hw.memory_bandwidth_bytes_s,
-                                 block_threads(p.model, int(tp))[kind])
+            terms = operator_terms(fit, p.model, int(tp), MEMORY_OPS[group],
+                                   hw.memory_bandwidth_bytes_s)
             for op in GROUPS[group]:
                 pred.append(op_s(*terms, fit.sharpness, p.tokens[at].astype(np.float64)))
                 meas.append(p.seconds[op][at])
@@ -224,9 +221,8 @@ def predict(eff: Efficiency, hw: HardwareSpec, p: OperatorProfile, op: str) -> n
             continue
         group = next(g for g, members in GROUPS.items() if op in members)
         fit = getattr(eff, MEMORY_OPS[group])
-        kind = MEMORY_OPS[group]
-        terms = memory_terms(fit, elementwise_bytes(p.model, int(tp))[kind],
-                             hw.memory_bandwidth_bytes_s, block_threads(p.model, int(tp))[kind])
+        terms = operator_terms(fit, p.model, int(tp), MEMORY_OPS[group],
+                               hw.memory_bandwidth_bytes_s)
         out[at] = op_s(*terms, fit.sharpness, rows)
     return out
 

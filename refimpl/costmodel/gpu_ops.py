@@ -19,7 +19,8 @@ from refimpl.config import ModelConfig, dtype_bytes
 from refimpl.config.efficiency import GemmFit, OpFit
 
 __all__ = ["ELEMENTWISE", "GEMMS", "MAX_BLOCK", "Gemm", "block_threads", "elementwise_bytes",
-           "gemm_terms", "layer_gemms", "lm_head", "memory_terms", "op_s", "per_layer"]
+           "gemm_terms", "layer_gemms", "lm_head", "memory_terms", "op_s", "operator_terms",
+           "per_layer"]
 
 GEMMS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")  # Vidur's names
 ELEMENTWISE = ("norm", "rope", "act", "add", "emb")
@@ -72,6 +73,14 @@ def block_threads(model: ModelConfig, tp: int) -> dict[str, int]:
     return {"norm": min(model.hidden_size, MAX_BLOCK), "rope": min(q_pairs, 512),
             "act": min(model.intermediate_size // tp, MAX_BLOCK), "add": MAX_BLOCK,
             "emb": MAX_BLOCK}
+
+
+def operator_terms(fit: OpFit, model: ModelConfig, tp: int, op: str,
+                   bandwidth: float) -> tuple[float, ...]:
+    """`memory_terms` for memory-bound operator `op` of `model` split over `tp` GPUs: its
+    bytes per row and the threads of the block it launches."""
+    return memory_terms(fit, elementwise_bytes(model, tp)[op], bandwidth,
+                        block_threads(model, tp)[op])
 
 
 def per_layer(op: str) -> int:
