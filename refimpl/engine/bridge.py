@@ -37,10 +37,11 @@ class RunBridge:
 
     def __init__(self, policy: Policy, gate: Gate | None, executor: Any, plan: PlanArrays,
                  finished: np.ndarray, gate_out: np.ndarray, reasons: NameCodes,
-                 kernels: NameCodes, arrays: Any,
+                 kernels: NameCodes, arrays: Any, tick_budget: np.ndarray,
                  progress: Callable[[int, int], None] | None = None) -> None:
         self.policy, self.gate, self.executor = policy, gate, executor
         self.plan, self.finished, self.gate_out = plan, finished, gate_out
+        self.tick_budget = tick_budget  # (1,): the Python policy's `tick_budget_s`, recorded
         self.reasons, self.kernels = reasons, kernels
         self.arrays = arrays  # the run's request table, KV facade and queues (RunArrays)
         self.status, self.progress = arrays.ints[STATUS], progress  # the table's status row
@@ -93,6 +94,7 @@ def policy_add(handle: int, i: int, now_s: float) -> None:
 def policy_schedule(handle: int, now_s: float) -> None:
     run = _RUNS[handle]
     run.write_plan(run.policy.schedule(float(now_s)))
+    run.tick_budget[0] = run.policy.tick_budget_s
 
 
 def policy_update(handle: int, num_finished: int, now_s: float) -> int:

@@ -52,7 +52,7 @@ from refimpl.sched.slo.compiled import no_slo_state, plan_slo, slo_add, slo_upda
 from refimpl.sched.slo.compiled.state import LAST_BUDGET
 from refimpl.sched.table import COMPUTED, GENERATED, PROMPT, REASONS
 
-__all__ = ["RunArrays", "add_request", "num_waiting", "plan_once", "plan_step",
+__all__ = ["RunArrays", "add_request", "budget_slot", "num_waiting", "plan_once", "plan_step",
            "slo_state", "step_seconds", "tick_budget_s", "update"]
 
 TOKEN_BUDGET, MAX_NUM_SEQS = range(2)  # a baseline's entries of `params`
@@ -152,9 +152,16 @@ def num_waiting(policy_waiting, queue_sizes):
 
 
 @inline_kernel
-def tick_budget_s(code, slo):
-    """The time the `slo` policy's tick allowed this step (NaN for policies without one)."""
-    return slo.fp[LAST_BUDGET] if code == SLO else np.nan
+def tick_budget_s(slo):
+    """The time the policy's tick allowed this step: the compiled `slo`'s, or a plain-Python
+    policy's `tick_budget_s` (`budget_slot`); NaN for policies without one."""
+    return slo.fp[LAST_BUDGET]
+
+
+def budget_slot(state) -> np.ndarray:
+    """Where a plain-Python policy's tick budget goes for the loop to record: a one-entry
+    view of `state` (`slo_state`'s dummy for such a policy)."""
+    return state.fp[LAST_BUDGET:LAST_BUDGET + 1]
 
 
 @inline_kernel

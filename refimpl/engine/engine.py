@@ -23,7 +23,7 @@ from refimpl.admission.state import GateState, no_gate_state
 from refimpl.config.model import ModelConfig
 from refimpl.engine import bridge
 from refimpl.engine.contract import PLAN_ERRORS
-from refimpl.engine.dispatch import RunArrays, policy_params, slo_state
+from refimpl.engine.dispatch import RunArrays, budget_slot, policy_params, slo_state
 from refimpl.engine.executor import MEASURED, SimulatedExecutor
 from refimpl.engine.loop import (
     COMPILED_GATE,
@@ -129,8 +129,9 @@ class Engine:
         compiled = getattr(self.policy, "compiled", None)  # the compiled slo's kernel names
         kernels = NameCodes(compiled.kernel_names if compiled is not None else ())
         reasons, kernel_counts = NameCodes(), np.zeros(bridge.MAX_KERNELS, np.int64)
+        slo = slo_state(self.policy)
         run = bridge.RunBridge(self.policy, gate, self.executor, plan, finished, gate_out,
-                               reasons, kernels, arrays, progress)
+                               reasons, kernels, arrays, budget_slot(slo), progress)
         with bridge.registered(run) as handle:
             config = np.array([self.policy.code, _gate_kind(gate), self.executor.code, handle,
                                self.model.max_context, time.CLOCK_MONOTONIC,
@@ -139,8 +140,7 @@ class Engine:
             num_steps, step_f, step_i, error, row = serve(
                 config, policy_params(self.policy), self._tier_rates(),
                 self.executor.coefficients, arrays.ints, arrays.floats, arrays.kv,
-                arrays.queues, slo_state(self.policy), _gate_state(gate), plan, finished,
-                started, gate_out,
+                arrays.queues, slo, _gate_state(gate), plan, finished, started, gate_out,
                 kernel_counts,
                 np.zeros((INITIAL_STEPS, len(STEP_FLOAT_FIELDS))),
                 np.zeros((INITIAL_STEPS, len(STEP_INT_FIELDS)), np.int64))

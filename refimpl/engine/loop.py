@@ -134,7 +134,7 @@ def serve(config, params, rates, coefficients, ints, floats, kv, q, slo, gs, pla
         if num_steps == step_f.shape[0]:
             step_f, step_i = _doubled(step_f), _doubled(step_i)
         _record(step_f[num_steps], step_i[num_steps], kv.num_pages - kvm.num_free_pages(kv),
-                sizes, entries, now, duration_s, decision_s, d.tick_budget_s(code, slo),
+                sizes, entries, now, duration_s, decision_s, d.tick_budget_s(slo),
                 d.num_waiting(policy_waiting, q.sizes) + gate_queued)
         now += duration_s
         num_steps += 1

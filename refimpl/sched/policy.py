@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -65,6 +66,7 @@ class Policy:
     code = PYTHON
     prefill_order = "arrival"  # the order prompts are served in: "arrival" or "deadline"
     max_running = 0  # the most requests it runs at once (0: no cap of its own)
+    tick_budget_s = math.nan  # the time its last plan allowed the step (NaN: no tick)
     ctx: PolicyContext
 
     def bind(self, ctx: PolicyContext) -> None:

@@ -198,3 +198,29 @@ def test_each_step_records_its_tick_budget_and_its_largest_chunk():
         one = steps.num_prefill_chunks == 1
         assert (steps.max_chunk_tokens[one] == steps.num_prefill_tokens[one]).all()
     assert 0 < sarathi.max_chunk_tokens.max() <= 512
+
+
+def test_a_plain_python_policy_records_the_tick_budget_it_sets():
+    from refimpl import Policy, StepPlan
+
+    class Paced(Policy):
+        """Runs one request at a time; its tick budget counts the plans it made."""
+
+        tick_budget_s = 0.0
+
+        def schedule(self, now_s: float) -> StepPlan:
+            self.tick_budget_s += 1.0
+            running = self.ctx.running()
+            if len(running):
+                return StepPlan(decode=(int(running[0]),))
+            waiting = self.ctx.waiting()
+            if not len(waiting):
+                return StepPlan()
+            i = int(waiting[0])
+            return StepPlan(prefill=((i, int(self.ctx.requests.prompt_tokens[i])),))
+
+    workload = synthetic("azure-conv-like", num_requests=5, rate=2.0, seed=1)
+    steps = simulate(workload, Paced()).steps
+    # every plan that became a step set the budget the loop recorded for it
+    assert np.isfinite(steps.tick_budget_s).all()
+    assert (np.diff(steps.tick_budget_s) >= 1).all()

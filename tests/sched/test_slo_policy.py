@@ -94,7 +94,7 @@ class CheckedSLOPolicy(SLOPolicy):
         predicted_s = ctx.step_model.step_time_parts(
             prefill_tokens, pairs, len(plan.decode), sum(requests.num_tokens(i)
                                                          for i in plan.decode))
-        assert predicted_s <= self.last_budget_s * (1 + 1e-12)
+        assert predicted_s <= self.tick_budget_s * (1 + 1e-12)
         self.restarted += len(preempted & {i for i, _ in plan.prefill})
 
     def update_from_output(self, plan, finished, now_s):

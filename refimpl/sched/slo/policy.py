@@ -119,7 +119,6 @@ class SLOPolicy(Policy):
         self.lateness_scale_s, self.kv_watermark = lateness_scale_s, kv_watermark
         self.cost_table = cost_table
         self.ladder = ladder  # None: no ladder, only preemption when pages run out
-        self.last_budget_s = 0.0  # the tick budget of the last plan (for tests and plots)
         self._reset()
 
     def _reset(self) -> None:
@@ -203,7 +202,7 @@ class SLOPolicy(Policy):
                     draft.preempt_queued(victim)
                     continue
             break
-        self.last_budget_s = tick.budget_s
+        self.tick_budget_s = tick.budget_s
         plan = draft.plan(tuple(decode.rows[slots].tolist()), tuple(chunks),
                           self._picks.names(tick.buckets[slots], chunks))
         self._drafted = (plan, draft)

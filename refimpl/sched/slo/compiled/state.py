@@ -96,9 +96,11 @@ def new_slo_state(n: int, ip: np.ndarray, fp: np.ndarray, pick_decode: np.ndarra
 
 
 def no_slo_state() -> SLOState:
-    """A tiny state for runs of other policies (the loop's signature is the same)."""
-    return new_slo_state(1, np.zeros(NUM_IP), np.zeros(NUM_FP), np.zeros((1, 1)),
-                         np.zeros(1))
+    """A tiny state for runs of other policies (the loop's signature is the same); its
+    LAST_BUDGET holds a plain-Python policy's `tick_budget_s` (NaN: no tick)."""
+    fp = np.zeros(NUM_FP)
+    fp[LAST_BUDGET] = np.nan
+    return new_slo_state(1, np.zeros(NUM_IP), fp, np.zeros((1, 1)), np.zeros(1))
 
 
 # ---- the request table ---------------------------------------------------------------------
