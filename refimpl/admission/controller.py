@@ -1,4 +1,4 @@
-"""Admission control (the seed's section 5): accept, queue, degrade or reject each new request.
+"""Admission control (the seed's section 5): accept, queue, lower, degrade or reject each request.
 
 `AdmissionController` is a `Gate` whose decisions are compiled (refimpl.admission.decide, from
 the capacity estimates of refimpl.admission.capacity over the rates of
@@ -21,6 +21,7 @@ from refimpl.admission import decide
 from refimpl.admission import state as S
 from refimpl.admission.gate import Action, Decision, Gate
 from refimpl.config._validate import positive_int, positive_real
+from refimpl.config.slo import SLO
 from refimpl.errors import ConfigError
 from refimpl.sched.plan import StepPlan, new_plan_arrays, write_plan
 from refimpl.sched.policy import PolicyContext
@@ -29,7 +30,7 @@ from refimpl.sched.table import REASONS
 
 __all__ = ["REASONS", "AdmissionConfig", "AdmissionController"]
 
-ACTIONS = (Action.ACCEPT, Action.QUEUE, Action.DEGRADE, Action.REJECT)  # by loop code
+ACTIONS = (Action.ACCEPT, Action.QUEUE, Action.DEGRADE, Action.REJECT, Action.LOWER)  # by code
 # Every reason a request can be queued, degraded or refused for (the last two by the loop).
 GATE_REASONS = ("ttft_capacity", "tpot_capacity", "delays_admitted", "kv_watermark",
                 "max_running", "queue_full", "queue_timeout", "exceeds_context",
@@ -53,6 +54,7 @@ class AdmissionConfig:
     lateness_quantile: float = 0.75  # first tokens later than predicted: plan for this share
     min_tick_s: float = 1e-3  # the scheduler's tick bounds (as the `slo` policy's)
     max_tick_s: float = 0.25
+    lower_class: bool = False  # a request it would reject runs as a looser class instead
 
     def __post_init__(self) -> None:
         for name in ("kv_watermark", "low_priority_margin", "decode_cap", "rate_horizon_s",
@@ -72,6 +74,8 @@ class AdmissionConfig:
             positive_int(name, getattr(self, name))
         if isinstance(self.low_priority, bool) or not isinstance(self.low_priority, int):
             raise ConfigError("low_priority", self.low_priority, "must be an integer")
+        if not isinstance(self.lower_class, bool):
+            raise ConfigError("lower_class", self.lower_class, "must be True or False")
 
 
 class AdmissionController(Gate):
@@ -101,8 +105,12 @@ class AdmissionController(Gate):
             c.rate_horizon_s, NormalDist().inv_cdf(c.lateness_quantile))
         order = S.DEADLINE_ORDER if ctx.prefill_order == "deadline" else S.ARRIVAL_ORDER
         iparams = np.array([order, c.max_queue, c.low_priority, c.long_context_tokens,
-                            c.min_capped_tokens, c.min_observations, ctx.max_running], np.int64)
-        self.state = S.new_gate_state(fparams, iparams, len(ctx.requests))
+                            c.min_capped_tokens, c.min_observations, ctx.max_running,
+                            int(c.lower_class)], np.int64)
+        table = ctx.requests
+        classes = S.slo_classes(table.ttft_slo_s, table.tpot_slo_s, table.priority) if len(
+            table) else None
+        self.state = S.new_gate_state(fparams, iparams, len(table), classes)
         self._out = np.zeros((4, max(len(ctx.requests), 1)), np.int64)
 
     @property
@@ -155,4 +163,10 @@ class AdmissionController(Gate):
 
     def _decision(self, k: int) -> Decision:
         action, reason, cap = (int(v) for v in self._out[1:, k])
-        return Decision(ACTIONS[action], REASONS[reason] if reason else "", cap)
+        reason_name = REASONS[reason] if reason else ""
+        if ACTIONS[action] is Action.LOWER:  # `cap` names the class
+            ttft, tpot, _ = self.state.classes[:, cap]
+            i = int(self._out[0, k])
+            return Decision(Action.LOWER, reason_name, slo=SLO(float(ttft), float(tpot)),
+                            priority=int(self.ctx.requests.priority[i]))
+        return Decision(ACTIONS[action], reason_name, cap)

@@ -23,16 +23,22 @@ the load grows, and not at all on an idle machine):
    queued until the decode load falls, else rejected.
 5. `delays_admitted`: it would push a prompt due after it, on time now, past its deadline:
    queued (the other may soon be done), else rejected.
+A request one of these would reject (`ttft_capacity`, or a wait with nothing admitted to
+free capacity) is first decided again as each looser SLO class of the run in turn (targets
+no tighter, by TTFT then TPOT, `AdmissionConfig.lower_class`): the first that accepts it
+**lowers** it to that class, so it is scheduled by the looser targets and priority (the
+table's SLO rows) while it is still judged by the ones it asked for (its `Request.slo`).
+Serving late beats not serving: a lowered request runs in the slack the on-time ones leave,
+since the scheduler orders by priority and deadline, and may still meet its own targets.
 A request's prompt work is what its computed tokens leave, or, before it starts, what the
-prefix cache's hit for it leaves (looked up when the gate decides; a prefix other requests
-are still computing is not cached yet, so it is counted as work).
-"Else rejected": when nothing admitted is left to free capacity. A queued request leaves
-the queue accepted or degraded once a decision says so (decided again, first come first
-served, whenever capacity came back), or rejected `queue_timeout` once its own first token
-could no longer be on time; an arrival finding the queue full (`max_queue`) is rejected
-`queue_full`. This is the seed's "degrade before reject": wait (bounded by the request's
-own deadline), cap the output, and
-only then refuse; quantizing and spilling pages are the KV ladder's rungs, which the `slo`
+prefix cache's hit for it leaves (looked up when the gate decides; a prefix other requests are
+still computing is not cached yet, so it is counted as work). "Else rejected": when nothing
+admitted is left to free capacity. A queued request leaves the queue accepted or degraded once
+a decision says so (decided again, first come first served, whenever capacity came back), or
+rejected `queue_timeout` once its own first token could no longer be on time; an arrival
+finding the queue full (`max_queue`) is rejected `queue_full`. This is the seed's "degrade
+before reject": wait (bounded by the request's own deadline), lower the class, cap the output,
+and only then refuse; quantizing and spilling pages are the KV ladder's rungs, which the `slo`
 policy climbs on the admitted requests.
 """
 
@@ -67,13 +73,51 @@ from refimpl.sched.table import (
 
 __all__ = ["arrive", "commit", "decide", "observe", "poll"]
 
-ACCEPT, QUEUE, DEGRADE, REJECT = range(4)  # the loop's action codes
+ACCEPT, QUEUE, DEGRADE, REJECT, LOWER = range(5)  # the loop's action codes
 
 
 @kernel
 def decide(s, ints, floats, kv, i, now):
-    """(action, reason, output cap) for request `i` at `now`; changes nothing but the gate's
-    note of its cached prefix (module doc)."""
+    """(action, reason, output cap or, to lower, the class) for request `i` at `now`;
+    changes nothing but the gate's notes of its cached prefix and prediction (module doc)."""
+    action, reason, cap = _decide_as_scheduled(s, ints, floats, kv, i, now)
+    if action == REJECT and s.iparams[S.LOWER_CLASS] != 0:
+        k = _looser_class(s, ints, floats, kv, i, now)
+        if k >= 0:
+            return LOWER, reason, k
+    return action, reason, cap
+
+
+@kernel
+def _looser_class(s, ints, floats, kv, i, now):
+    """The first class of the run looser than request `i`'s as which it would be accepted
+    now, -1 for none; its targets are left as they were."""
+    ttft, tpot, priority = floats[TTFT_SLO, i], floats[TPOT_SLO, i], ints[PRIORITY, i]
+    found = -1
+    for k in range(S.MAX_CLASSES):
+        t, p = s.classes[S.CLASS_TTFT, k], s.classes[S.CLASS_TPOT, k]
+        if not (t >= ttft and p >= tpot) or (t == ttft and p == tpot):  # (NaN: no class)
+            continue
+        _schedule_as(s, ints, floats, i, k, priority)
+        if _decide_as_scheduled(s, ints, floats, kv, i, now)[0] == ACCEPT:
+            found = k
+            break
+    floats[TTFT_SLO, i], floats[TPOT_SLO, i], ints[PRIORITY, i] = ttft, tpot, priority
+    return found
+
+
+@inline_kernel
+def _schedule_as(s, ints, floats, i, k, priority):
+    """Write class `k`'s targets into request `i`'s SLO rows, and its priority where that is
+    less urgent than `priority` (lowering never makes a request more urgent)."""
+    floats[TTFT_SLO, i] = s.classes[S.CLASS_TTFT, k]
+    floats[TPOT_SLO, i] = s.classes[S.CLASS_TPOT, k]
+    ints[PRIORITY, i] = max(priority, int(s.classes[S.CLASS_PRIORITY, k]))
+
+
+@kernel
+def _decide_as_scheduled(s, ints, floats, kv, i, now):
+    """(action, reason, output cap) for request `i` at `now` by the SLO rows it has now."""
     f, c = s.fparams, s.iparams
     if kv.prefix.enabled:  # (its prompt work is what a prefix cache hit leaves)
         s.cached[i] = kvp.prefix_start(kv, i, ints[COMPUTED, i], ints[PROMPT, i])[0]
@@ -162,7 +206,9 @@ def commit(s, ints, floats, kv, i, now, action, reason, cap, gate_out, column):
     s.decisions[action, reason] += 1
     gate_out[0, column], gate_out[1, column] = i, action
     gate_out[2, column], gate_out[3, column] = reason, cap
-    if action != ACCEPT and action != DEGRADE:
+    if action == LOWER:
+        _schedule_as(s, ints, floats, i, cap, ints[PRIORITY, i])
+    elif action != ACCEPT and action != DEGRADE:
         return
     f = s.fparams
     output = cap if action == DEGRADE else ints[MAX_NEW, i]

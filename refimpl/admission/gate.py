@@ -2,10 +2,11 @@
 
 A small protocol, so the loop knows nothing of any gate's internals. On each arrival the gate
 decides: accept (the policy gets the request), degrade (accepted with its output capped: it
-ends `length_capped` at `Decision.output_cap` tokens), queue (held by the gate) or reject
-(with a reason). Before every step the loop polls the queued ones; after every step it shows
-the gate what happened. `Gate` itself is the pass-through default: everything is accepted,
-and the loop then skips the gate altogether.
+ends `length_capped` at `Decision.output_cap` tokens), lower (accepted, scheduled by the looser
+`Decision.slo` and `Decision.priority`, still judged by its own SLO), queue (held by the gate)
+or reject (with a reason). Before every step the loop polls the queued ones; after every step
+it shows the gate what happened. `Gate` itself is the pass-through default: everything is
+accepted, and the loop then skips the gate altogether.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
+    from refimpl.config.slo import SLO
     from refimpl.sched.plan import StepPlan
     from refimpl.sched.policy import PolicyContext
 
@@ -30,15 +32,19 @@ class Action(StrEnum):
     QUEUE = "queue"
     DEGRADE = "degrade"  # accepted with its generation capped
     REJECT = "reject"
+    LOWER = "lower"  # accepted as a looser class: scheduled by its targets and priority
 
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """An action, its reason ("" for a plain accept) and, to degrade, the capped output."""
+    """An action, its reason ("" for a plain accept); to degrade, the capped output; to
+    lower, the class the request is scheduled as."""
 
     action: Action
     reason: str = ""
     output_cap: int = 0  # DEGRADE only: output tokens after which it ends `length_capped`
+    slo: SLO | None = None  # LOWER only: the targets it is scheduled by
+    priority: int | None = None  # LOWER only: the priority it is scheduled at
 
 
 ACCEPTED = Decision(Action.ACCEPT)
@@ -62,7 +68,8 @@ class Gate:
         return ACCEPTED
 
     def poll(self, now_s: float) -> list[tuple[int, Decision]]:
-        """Queued requests that leave the gate now (accepted, degraded or rejected)."""
+        """Queued requests that leave the gate now (accepted, degraded, lowered or
+        rejected)."""
         return []
 
     def observe(self, plan: StepPlan, finished: np.ndarray, duration_s: float,

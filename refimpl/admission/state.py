@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["GateState", "linearise_prefill", "new_gate_state", "no_gate_state"]
+__all__ = ["GateState", "linearise_prefill", "new_gate_state", "no_gate_state", "slo_classes"]
 
 # Entries of `fparams`: a decode step's fixed seconds, its seconds per sequence and per
 # context token; a prompt's seconds per token and per causal pair, and the fixed seconds of
@@ -25,9 +25,11 @@ __all__ = ["GateState", "linearise_prefill", "new_gate_state", "no_gate_state"]
 NUM_FPARAMS = 13
 # Entries of `iparams`: the policy's prompt order, the queue's capacity, the first low
 # priority, the long-context length, the shortest cap, steps before calibration is trusted,
-# the most requests the policy runs at once (0: no cap).
-ORDER, MAX_QUEUE, LOW_PRIORITY, LONG_CONTEXT, MIN_CAPPED, MIN_OBSERVATIONS, MAX_RUNNING = range(7)
-NUM_IPARAMS = 7
+# the most requests the policy runs at once (0: no cap), whether a request it would reject
+# may be lowered to a looser class of the run (1) or not (0).
+(ORDER, MAX_QUEUE, LOW_PRIORITY, LONG_CONTEXT, MIN_CAPPED, MIN_OBSERVATIONS, MAX_RUNNING,
+ LOWER_CLASS) = range(8)
+NUM_IPARAMS = 8
 ARRIVAL_ORDER, DEADLINE_ORDER = range(2)  # values of ORDER
 # Entries of `totals` (floats): the admitted decode load (seconds of decoding per second);
 # then the calibration window's sums: measured step seconds, the model's step seconds, the
@@ -49,6 +51,9 @@ SEEN, SUM_WW, SUM_EW, SUM_EE, LATENESS_T = range(5)
 # Rows of `prediction`, per request: when the gate last decided on it, and the first token's
 # time it predicted then (NaN: never predicted, e.g. forced in).
 DECIDED_S, FIRST_TOKEN_S = range(2)
+# Rows of `classes`, per SLO class of the run (by TTFT target, then TPOT; NaN: no class): its
+# TTFT and TPOT targets and its priority, what a request lowered to it is scheduled by.
+CLASS_TTFT, CLASS_TPOT, CLASS_PRIORITY = range(3)
 RING = 256  # steps in the calibration window
 MAX_REASONS = 64  # reason codes the decision counts cover
 
@@ -72,12 +77,13 @@ class GateState(NamedTuple):
     class_time_s: np.ndarray  # float64 per class: when `class_work_s` was last decayed
     ring: np.ndarray  # float64 (RING, 7): a step's measured, modelled, delivered, available
     # seconds, returned pages, measured seconds squared and ended requests
-    decisions: np.ndarray  # int64 (4, MAX_REASONS): decisions by action and reason
+    decisions: np.ndarray  # int64 (5, MAX_REASONS): decisions by action and reason
     scratch_f: np.ndarray  # float64 per request: sort keys
     scratch_i: np.ndarray  # int64 per request: sorted rows
     cached: np.ndarray  # int64 per request: prompt tokens cached when last decided on
     prediction: np.ndarray  # float64 (2, per request): DECIDED_S, FIRST_TOKEN_S rows
     lateness: np.ndarray  # float64 (5, MAX_CLASSES): SEEN ... LATENESS_T rows
+    classes: np.ndarray  # float64 (3, MAX_CLASSES): CLASS_TTFT ... CLASS_PRIORITY rows
 
 
 def linearise_prefill(step_model, probe_tokens: int = 2048) -> tuple[float, float, float]:
@@ -95,18 +101,36 @@ def linearise_prefill(step_model, probe_tokens: int = 2048) -> tuple[float, floa
     return per_token, per_pair, max(one - per_token * t, 0.0)
 
 
-def new_gate_state(fparams: np.ndarray, iparams: np.ndarray, num_requests: int) -> GateState:
-    """A fresh state for a run of `num_requests` (parameters laid out as above)."""
+def slo_classes(ttft_s: np.ndarray, tpot_s: np.ndarray, priority: np.ndarray) -> np.ndarray:
+    """The run's SLO classes as `classes` rows: each distinct (TTFT, TPOT) target pair with
+    the most urgent priority its requests carry, by TTFT then TPOT; the MAX_CLASSES most
+    common where there are more."""
+    pairs, inverse, counts = np.unique(np.stack([ttft_s, tpot_s], axis=1), axis=0,
+                                       return_inverse=True, return_counts=True)
+    inverse = inverse.reshape(-1)
+    keep = np.sort(np.argsort(-counts, kind="stable")[:MAX_CLASSES])
+    classes = np.full((3, MAX_CLASSES), np.nan)
+    for k, c in enumerate(keep):
+        classes[:, k] = (*pairs[c], priority[inverse == c].min())
+    return classes
+
+
+def new_gate_state(fparams: np.ndarray, iparams: np.ndarray, num_requests: int,
+                   classes: np.ndarray | None = None) -> GateState:
+    """A fresh state for a run of `num_requests` (parameters and `classes` laid out as
+    above; none: no class to lower a request to)."""
     n = max(num_requests, 1)
+    if classes is None:
+        classes = np.full((3, MAX_CLASSES), np.nan)
     return GateState(
         np.asarray(fparams, np.float64), np.asarray(iparams, np.int64), np.zeros(8),
         np.zeros(7, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n),
         np.zeros(n, np.int64),
         np.zeros(n, np.int64), np.zeros(MAX_CLASSES), np.zeros(MAX_CLASSES, np.int64),
         np.full(MAX_CLASSES, np.nan), np.zeros(MAX_CLASSES), np.zeros(MAX_CLASSES),
-        np.zeros((RING, 7)), np.zeros((4, MAX_REASONS), np.int64), np.zeros(n),
+        np.zeros((RING, 7)), np.zeros((5, MAX_REASONS), np.int64), np.zeros(n),
         np.zeros(n, np.int64), np.zeros(n, np.int64), np.full((2, n), np.nan),
-        np.zeros((5, MAX_CLASSES)))
+        np.zeros((5, MAX_CLASSES)), np.asarray(classes, np.float64))
 
 
 def no_gate_state() -> GateState:

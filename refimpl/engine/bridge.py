@@ -20,7 +20,7 @@ import numpy as np
 from refimpl.admission.gate import Action
 from refimpl.errors import ConfigError, SchedulingError
 from refimpl.sched.plan import PlanArrays, StepPlan, read_plan, write_plan
-from refimpl.sched.table import FINISHED, STATUS, NameCodes
+from refimpl.sched.table import FINISHED, PRIORITY, STATUS, TPOT_SLO, TTFT_SLO, NameCodes
 
 if TYPE_CHECKING:
     from refimpl.admission.gate import Decision, Gate
@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 __all__ = ["ACTION_CODES", "RunBridge", "registered"]
 
 MAX_KERNELS = 1024  # distinct kernel names one run counts (the loop's `kernel_counts`)
-ACTION_CODES = {Action.ACCEPT: 0, Action.QUEUE: 1, Action.DEGRADE: 2, Action.REJECT: 3}
+ACTION_CODES = {Action.ACCEPT: 0, Action.QUEUE: 1, Action.DEGRADE: 2, Action.REJECT: 3,
+                Action.LOWER: 4}
 
 
 class RunBridge:
@@ -66,7 +67,16 @@ class RunBridge:
         return code
 
     def write_decision(self, k: int, i: int, decision: Decision) -> None:
-        """Row `k` of the gate's output: request, action, reason code, output cap."""
+        """Row `k` of the gate's output: request, action, reason code, output cap; a lowered
+        request's scheduling targets and priority go into its table rows now."""
+        if decision.action is Action.LOWER:
+            if decision.slo is None:
+                raise SchedulingError("decision.slo", None, f"gate {type(self.gate).__name__}"
+                                      f" lowered request {i} without the SLO to lower it to")
+            ints, floats = self.arrays.ints, self.arrays.floats
+            floats[TTFT_SLO, i], floats[TPOT_SLO, i] = decision.slo.ttft_s, decision.slo.tpot_s
+            if decision.priority is not None:
+                ints[PRIORITY, i] = max(int(ints[PRIORITY, i]), int(decision.priority))
         self.gate_out[:, k] = (i, ACTION_CODES[decision.action],
                                self.reasons.code(decision.reason), decision.output_cap)
 

@@ -56,7 +56,7 @@ CONFIG_FIELDS = ("policy", "gate", "executor", "handle", "max_context", "clock_i
                  "progress")
 (POLICY, GATE, EXECUTOR, HANDLE, MAX_CONTEXT, CLOCK_ID, OBSERVES,
  PROGRESS) = range(len(CONFIG_FIELDS))
-ACCEPT, QUEUE, DEGRADE, REJECT = range(4)  # bridge.ACTION_CODES
+ACCEPT, QUEUE, DEGRADE, REJECT, LOWER = range(5)  # bridge.ACTION_CODES
 NO_GATE, PYTHON_GATE, COMPILED_GATE = range(3)  # entries of config[GATE]
 # Columns of the two step-record arrays, in `StepRecords` field names.
 STEP_FLOAT_FIELDS = ("start_s", "duration_s", "decision_s", "tick_budget_s")
