@@ -27,7 +27,8 @@ def _ids(paths: list[Path]) -> list[str]:
 
 
 WALKTHROUGHS = {"01_tiled_attention_and_sram", "02_cost_model_and_pareto", "03_paged_kv_cache",
-                "04_scheduling_slos", "07_end_to_end"}
+                "04_scheduling_slos", "05_decode_batching", "06_admission_and_the_ladder",
+                "07_end_to_end"}
 EXERCISES_DIR = NOTEBOOKS_DIR.parent / "exercises"
 
 

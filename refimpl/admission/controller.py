@@ -124,6 +124,13 @@ class AdmissionController(Gate):
             counts[key] = int(self.state.decisions[action, reason])
         return counts
 
+    def predicted_first_token_s(self) -> np.ndarray:
+        """Per request (by row, as the run's records), the first-token time the gate last
+        predicted for it; NaN where it never predicted one (rejected before, or forced in)."""
+        if self.state is None:
+            return np.zeros(0)
+        return self.state.prediction[S.FIRST_TOKEN_S].copy()
+
     def num_queued(self) -> int:
         """Requests held in the admission queue."""
         return int(self.state.counts[S.NUM_QUEUED])

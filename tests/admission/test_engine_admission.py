@@ -113,3 +113,20 @@ def test_decisions_are_deterministic_for_a_seed(admitted_engine, burst):
         assert np.array_equal(getattr(first.requests, name), getattr(second.requests, name),
                               equal_nan=name.endswith("_s"))
     assert first.steps.admission_counts == second.steps.admission_counts
+
+
+def test_the_gate_tells_each_admitted_requests_predicted_first_token(admitted_engine, burst):
+    engine = admitted_engine()
+    run = engine.run(burst(300))
+    predicted = engine.gate.predicted_first_token_s()
+    records = run.requests
+    served = records.status != "rejected"
+    assert predicted.shape == (300,)
+    assert np.isfinite(predicted[served]).all()
+    assert (predicted[served] >= records.arrival_s[served]).all()
+    # the prediction is the one the gate admitted by: on time, and near what happened
+    assert (predicted[served] <= records.arrival_s[served] + records.ttft_slo_s[served]).all()
+    error = records.first_token_s[served] - predicted[served]
+    assert np.median(np.abs(error)) < 0.25 * np.median(records.ttft_slo_s)
+    predicted[:] = 0  # a copy: the gate's own state is untouched
+    assert np.isfinite(engine.gate.predicted_first_token_s()[served]).all()
