@@ -6,12 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from refimpl.admission import Action, AdmissionConfig, Decision, Gate
+from refimpl.admission import Action, AdmissionConfig, AdmissionController, Decision, Gate
 from refimpl.admission.state import MAX_CLASSES, slo_classes
 from refimpl.config.slo import SLO
 from refimpl.errors import ConfigError, SchedulingError
 from refimpl.metrics.latency import request_latencies
 from refimpl.sched import Request
+from tests.admission._gates import PassingOn
 
 TIGHT, LOOSE = SLO(0.3, 0.05), SLO(20.0, 0.2)
 
@@ -69,37 +70,18 @@ def test_with_one_class_there_is_nothing_to_lower_to(admitted_engine, burst):
 
 
 def test_a_lowered_decision_names_the_class_and_its_priority(admitted_engine, make_engine):
-    from refimpl.admission import AdmissionController
-
     seen = []
 
-    class Watching(Gate):
-        """Passes the controller's decisions on, keeping each one it made."""
-
-        passes_everything = False
-
-        def __init__(self) -> None:
-            self.inner = AdmissionController(AdmissionConfig(lower_class=True))
-
-        def bind(self, ctx):
-            super().bind(ctx)
-            self.inner.bind(ctx)
+    class Watching(PassingOn):
+        """Passes the lowering controller's decisions on, keeping each one it made."""
 
         def on_arrival(self, i, now_s):
             decision = self.inner.on_arrival(i, now_s)
             seen.append((i, decision))
             return decision
 
-        def poll(self, now_s):
-            return self.inner.poll(now_s)
-
-        def observe(self, plan, finished, duration_s, now_s):
-            self.inner.observe(plan, finished, duration_s, now_s)
-
-        def num_queued(self):
-            return self.inner.num_queued()
-
-    make_engine("slo", num_pages=40_000, gate=Watching()).run(_tight_burst())
+    make_engine("slo", num_pages=40_000,
+                gate=Watching(AdmissionController(AdmissionConfig(lower_class=True)))).run(_tight_burst())
     lowered = [d for _, d in seen if d.action is Action.LOWER]
     assert lowered, "the burst lowers some requests"
     assert all(d.slo == LOOSE and d.priority == 1 and d.reason for d in lowered)

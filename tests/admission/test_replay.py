@@ -7,39 +7,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from refimpl.admission import AdmissionController, Gate
 from refimpl.engine import simulate
 from refimpl.metrics.latency import request_latencies
+from tests.admission._gates import PassingOn
 
 
-class AdmitOne(Gate):
+class AdmitOne(PassingOn):
     """The default gate, except that request row `forced` is admitted whatever it says
     (a Python gate: the loop reaches it through the bridge)."""
 
-    passes_everything = False
-
     def __init__(self, forced: int) -> None:
-        self.inner, self.forced = AdmissionController(), forced
-
-    def bind(self, ctx):
-        self.ctx = ctx
-        self.inner.bind(ctx)
-
-    @property
-    def counts(self):
-        return self.inner.counts
+        super().__init__()
+        self.forced = forced
 
     def on_arrival(self, i, now_s):
         return self.inner.admit(i, now_s) if i == self.forced else self.inner.on_arrival(i, now_s)
-
-    def poll(self, now_s):
-        return self.inner.poll(now_s)
-
-    def observe(self, plan, finished, duration_s, now_s):
-        self.inner.observe(plan, finished, duration_s, now_s)
-
-    def num_queued(self):
-        return self.inner.num_queued()
 
 
 def _burst(make_requests, n=240, seed=3):
