@@ -19,9 +19,18 @@ kept per TTFT class as lateness per predicted second (a least-squares slope over
 first tokens, decayed over the rate horizon); a newcomer's slack keeps room for that plus
 `LATENESS_Z` deviations (the `lateness_quantile` of a normal reading), times its own
 predicted wait. That is what stops a gate that admits up to the edge of its point estimate
-from turning half of those admitted late under overload; a model found pessimistic shortens
-the waits instead (by at most `MAX_EARLY`); and being proportional to the wait, a queue's
-errors never turn away what an idle machine would serve at once.
+from turning half of those admitted late under overload; and being proportional to the
+wait, a queue's errors never turn away what an idle machine would serve at once.
+The admitted prompts of the class still waiting past their predicted first token count too,
+each as late as it already is (a lower bound): a first token comes only once its prompt is
+served, so under a sudden overload the first tokens that would teach the gate come late, a
+batch class's by tens of seconds, and it would admit on a stale, optimistic reading all the
+while (the robustness matrix's conv/llama-3-8b/chat-batch cell at 2x: batch first tokens
+came 18-27 s past their predictions before any of them was seen).
+A model found pessimistic never shortens the waits: a stretch of early first tokens (a
+burst's prompts batched into shared steps) says little of the next burst, and shortening
+the waits on it admitted requests predicted past their deadline once the load rose (at 2x
+the capacity of conv/llama-3-8b, half of those admitted; docs/admission.md).
 """
 
 from __future__ import annotations
@@ -30,14 +39,12 @@ import numpy as np
 
 from refimpl._numba import inline_kernel
 from refimpl.admission import state as S
+from refimpl.sched.table import FINISHED, STATUS, TTFT_SLO
 
-__all__ = ["ETA_RANGE", "MAX_EARLY", "add_class", "class_of", "delivery", "end_rate",
+__all__ = ["ETA_RANGE", "add_class", "class_of", "delivery", "end_rate",
            "granularity_s", "lateness_s", "learn_lateness", "return_rate", "step_error",
            "ttft_class"]
 
-# A class's first tokens found early shorten its predicted waits by at most this share (a
-# guard, as `ETA_RANGE`: a few early tokens on a quiet machine say little of a busy one).
-MAX_EARLY = 0.5
 # The delivery calibration is clipped to this range, a guard against a window of a few
 # steps that say little (a model that far off is better caught by `kappa`).
 ETA_RANGE = (0.5, 2.0)
@@ -108,22 +115,35 @@ def ttft_class(targets, target):
 
 
 @inline_kernel
-def lateness_s(s, target, wait_s):
+def lateness_s(s, ints, floats, target, wait_s, now):
     """How much later than predicted a first token of TTFT class `target` predicted `wait_s`
     ahead may come: the class's lateness per predicted second (the least-squares slope of
-    lateness on predicted wait, plus `LATENESS_Z` deviations of it; never below
-    `-MAX_EARLY`) times `wait_s`; 0 until `MIN_OBSERVATIONS` are in. Proportional to the
-    wait, so a queue's errors never turn away what an idle machine serves at once; weighted
-    by the waits, so short waits (a step's granularity, large against them) barely count."""
+    lateness on predicted wait, plus `LATENESS_Z` deviations of it; never below 0) times
+    `wait_s`. The slope is over the class's first tokens once `MIN_OBSERVATIONS` are in,
+    and its admitted prompts already past their predicted first token, each as late as it
+    is `now` (the module doc). Weighted by the waits, so short waits (a step's granularity,
+    large against them) barely count."""
     c = class_of(s.ttft_targets, target)
-    if c < 0 or s.lateness[S.SEEN, c] < s.iparams[S.MIN_OBSERVATIONS]:
+    if c < 0:
         return 0.0
-    ww, ew, ee = s.lateness[S.SUM_WW, c], s.lateness[S.SUM_EW, c], s.lateness[S.SUM_EE, c]
+    ww = ew = ee = 0.0
+    if s.lateness[S.SEEN, c] >= s.iparams[S.MIN_OBSERVATIONS]:
+        ww, ew, ee = s.lateness[S.SUM_WW, c], s.lateness[S.SUM_EW, c], s.lateness[S.SUM_EE, c]
+    for k in range(s.counts[S.NUM_PENDING]):
+        j = s.pending[k]
+        predicted = s.prediction[S.FIRST_TOKEN_S, j]
+        waited = predicted - s.prediction[S.DECIDED_S, j]
+        if (floats[TTFT_SLO, j] == target and ints[STATUS, j] < FINISHED and predicted < now
+                and waited > 0):  # (NaN, never predicted, compares false)
+            late = now - predicted
+            ww += waited * waited
+            ew += late * waited
+            ee += late * late
     if ww <= 0:
         return 0.0
     per_s = ew / ww
     spread = np.sqrt(max(ee / ww - per_s * per_s, 0.0))
-    return max(per_s + s.fparams[S.LATENESS_Z] * spread, -MAX_EARLY) * wait_s
+    return max(per_s + s.fparams[S.LATENESS_Z] * spread, 0.0) * wait_s
 
 
 @inline_kernel

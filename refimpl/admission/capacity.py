@@ -24,7 +24,11 @@ they leave):
   its first token waits for them.
 - **Slots.** A policy that runs at most `max_running` requests at once (vLLM's
   `max_num_seqs`, `slo`'s `max_batch`) starts a prompt only once those it serves before it
-  leave a slot: they end at the rate admitted requests were seen ending.
+  leave a slot: they end at the rate admitted requests were seen ending. Under deadline
+  order the tighter classes' arrivals take the slots that free first, at their admitted
+  rate, as they take the prompt rate (`wait_s` in requests): with the decode set full, a
+  30 s batch class otherwise waited until its deadline came within an interactive class's
+  0.5 s target, for a predicted 4 s (conv/llama-3-8b/chat-batch at 2x capacity).
 The calibrations these estimates are scaled by, and the lateness margin, are in
 refimpl.admission.calibration.
 """
@@ -68,20 +72,24 @@ __all__ = ["assess", "kv_projection", "tighter_arrivals"]
 @kernel
 def tighter_arrivals(s, floats, i, now):
     """(model prompt seconds per second that tighter classes bring, the seconds of it that
-    may arrive while still due before request `i`'s deadline): the work that will jump ahead
-    of `i` under deadline order, at the classes' admitted arrival rates (0, 0 otherwise)."""
+    may arrive while still due before request `i`'s deadline, the same two in requests):
+    the work and the requests that will jump ahead of `i` under deadline order, at the
+    classes' admitted arrival rates (zeros otherwise)."""
     if s.iparams[S.ORDER] != S.DEADLINE_ORDER:
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0, 0.0
     horizon = s.fparams[S.RATE_HORIZON_S]
     deadline, target = floats[ARRIVAL, i] + floats[TTFT_SLO, i], floats[TTFT_SLO, i]
-    rate = work = 0.0
+    rate = work = request_rate = requests = 0.0
     for c in range(S.MAX_CLASSES):
         t = s.ttft_targets[c]
         if t == t and t < target:  # (not NaN: a class seen)
-            decayed = s.class_work_s[c] * np.exp(-(now - s.class_time_s[c]) / horizon)
-            rate += decayed / horizon
-            work += decayed / horizon * max(deadline - t - now, 0.0)
-    return rate, work
+            decay = np.exp(-(now - s.class_time_s[c]) / horizon) / horizon
+            due = max(deadline - t - now, 0.0)  # how long its arrivals still come first
+            rate += s.class_work_s[c] * decay
+            request_rate += s.class_requests[c] * decay
+            work += s.class_work_s[c] * decay * due
+            requests += s.class_requests[c] * decay * due
+    return rate, work, request_rate, requests
 
 
 @inline_kernel
@@ -139,7 +147,8 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
     # (both > 0: the decodes leave room, share_with < 1)
     rate_own, rate_with = prompt_rate(s, 0.0, np.inf), prompt_rate(s, load, tpot)
     own = remaining_s(f, cached, ints, i)
-    tighter_rate, tighter_work = tighter_arrivals(s, floats, i, now)
+    tighter_rate, tighter_work, tighter_requests_rate, tighter_requests = tighter_arrivals(
+        s, floats, i, now)
     ahead = 0.0
     num_later = 0
     deadline_order = s.iparams[S.ORDER] == S.DEADLINE_ORDER
@@ -164,7 +173,7 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
     # a margin below 1 makes the work ahead weigh more (low priority gives way under load,
     # never when the machine is idle: its own prompt is not scaled); the slack keeps room
     # for how late first tokens of its class came against these predictions
-    late = lateness_s(s, floats[TTFT_SLO, i], first_token - now)
+    late = lateness_s(s, ints, floats, floats[TTFT_SLO, i], first_token - now, now)
     slack = deadline - late - (now + tick + wait_s(ahead / margin + own, rate_own,
                                                    tighter_rate, tighter_work / margin))
     harm = 0
@@ -180,14 +189,16 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
     short = projected - (0 if is_low else low) - f[S.WATERMARK] * num_pages
     kv_slack = slot_slack = np.inf
     if short > 0:
-        after = _after_waiting(short, return_rate(s), now, tick, own, rate_own)
+        after = _after_waiting(short, return_rate(s), 0.0, 0.0, now, tick, own, rate_own)
         kv_slack = deadline - late - after
         first_token = max(first_token, after) if after < np.inf else first_token
     # a slot: a policy that runs at most `MAX_RUNNING` requests starts a prompt only once
-    # those it serves before it (decoding, or prompts ahead) leave one
+    # those it serves before it (decoding, or prompts ahead, and under deadline order the
+    # tighter classes' arrivals, which take the slots that free first) leave one
     excess = s.counts[S.NUM_ADMITTED] - num_later + 1 - s.iparams[S.MAX_RUNNING]
     if s.iparams[S.MAX_RUNNING] > 0 and excess > 0:
-        after = _after_waiting(excess, end_rate(s), now, tick, own, rate_own)
+        after = _after_waiting(excess, end_rate(s), tighter_requests_rate, tighter_requests,
+                               now, tick, own, rate_own)
         slot_slack = deadline - late - after
         first_token = max(first_token, after) if after < np.inf else first_token
     s.prediction[S.DECIDED_S, i], s.prediction[S.FIRST_TOKEN_S, i] = now, first_token
@@ -195,12 +206,13 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
 
 
 @inline_kernel
-def _after_waiting(missing, rate, now, tick, own, rate_own):
+def _after_waiting(missing, rate, tighter_rate, tighter, now, tick, own, rate_own):
     """When a first token comes that waits first for `missing` pages or requests to come
-    back at `rate` per second (inf: none seen coming back)."""
+    back at `rate` per second, while tighter arrivals take `tighter_rate` per second of
+    them first, up to `tighter` in all (`wait_s`; inf: none seen coming back)."""
     if rate <= 0:
         return np.inf
-    return now + missing / rate + tick + own / rate_own
+    return now + wait_s(missing, rate, tighter_rate, tighter) + tick + own / rate_own
 
 
 @kernel

@@ -51,7 +51,7 @@ class AdmissionConfig:
     max_queue: int = 64  # requests the admission queue holds
     min_observations: int = 20  # steps before the calibration is trusted
     rate_horizon_s: float = 10.0  # arrivals' prompt work is averaged over about this long
-    lateness_quantile: float = 0.75  # first tokens later than predicted: plan for this share
+    lateness_quantile: float = 0.5  # first tokens later than predicted: plan for this share
     min_tick_s: float = 1e-3  # the scheduler's tick bounds (as the `slo` policy's)
     max_tick_s: float = 0.25
     lower_class: bool = False  # a request it would reject runs as a looser class instead

@@ -224,4 +224,5 @@ def commit(s, ints, floats, kv, i, now, action, reason, cap, gate_out, column):
     c = ttft_class(s.ttft_targets, floats[TTFT_SLO, i])
     decay = np.exp(-(now - s.class_time_s[c]) / f[S.RATE_HORIZON_S])
     s.class_work_s[c] = s.class_work_s[c] * decay + remaining_s(f, s.cached, ints, i)
+    s.class_requests[c] = s.class_requests[c] * decay + 1.0
     s.class_time_s[c] = now

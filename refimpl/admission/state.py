@@ -74,6 +74,7 @@ class GateState(NamedTuple):
     tpot_counts: np.ndarray  # int64 per class: admitted requests with that target
     ttft_targets: np.ndarray  # float64 per class: TTFT targets seen at arrival
     class_work_s: np.ndarray  # float64 per class: admitted prompt seconds, decayed
+    class_requests: np.ndarray  # float64 per class: admitted requests, decayed alike
     class_time_s: np.ndarray  # float64 per class: when `class_work_s` was last decayed
     ring: np.ndarray  # float64 (RING, 7): a step's measured, modelled, delivered, available
     # seconds, returned pages, measured seconds squared and ended requests
@@ -128,6 +129,7 @@ def new_gate_state(fparams: np.ndarray, iparams: np.ndarray, num_requests: int,
         np.zeros(n, np.int64),
         np.zeros(n, np.int64), np.zeros(MAX_CLASSES), np.zeros(MAX_CLASSES, np.int64),
         np.full(MAX_CLASSES, np.nan), np.zeros(MAX_CLASSES), np.zeros(MAX_CLASSES),
+        np.zeros(MAX_CLASSES),
         np.zeros((RING, 7)), np.zeros((5, MAX_REASONS), np.int64), np.zeros(n),
         np.zeros(n, np.int64), np.zeros(n, np.int64), np.full((2, n), np.nan),
         np.zeros((5, MAX_CLASSES)), np.asarray(classes, np.float64))

@@ -21,11 +21,12 @@ from refimpl.sched.table import COMPUTED, FIRST_TOKEN, GENERATED, PROMPT
 
 @pytest.fixture
 def bound_gate(make_engine):
-    """`bound_gate(requests, policy="slo", config=None)` -> an AdmissionController bound to a
-    laid-out run of `requests` (nothing served yet), its decisions called directly."""
+    """`bound_gate(requests, policy="slo", config=None, **policy_params)` -> an
+    AdmissionController bound to a laid-out run of `requests` (nothing served yet), its
+    decisions called directly."""
 
-    def build(requests, policy="slo", config=None, num_pages=100_000):
-        engine = make_engine(policy, num_pages=num_pages)
+    def build(requests, policy="slo", config=None, num_pages=100_000, **policy_params):
+        engine = make_engine(policy, num_pages=num_pages, **policy_params)
         _, context = engine._lay_out(requests)
         gate = AdmissionController(config)
         gate.bind(context)
@@ -296,6 +297,13 @@ def _first_tokens_late(gate, rows, late_per_s):
     gate.observe(StepPlan(), NO_END, 0.01, 0.0)
 
 
+def _lateness(gate, target, wait_s, now=0.0):
+    """The gate's lateness room for a first token of TTFT class `target` predicted `wait_s`
+    ahead, at `now`."""
+    a = gate.ctx.arrays
+    return K.lateness_s(gate.state, a.ints, a.floats, target, wait_s, now)
+
+
 def _slack(gate, i):
     a = gate.ctx.arrays
     return C.assess(gate.state, a.ints, a.floats, i, 0.0, 1, 1.0, a.kv.page_size,
@@ -312,20 +320,20 @@ def test_the_gate_keeps_room_for_how_late_first_tokens_came_against_its_predicti
     _first_tokens_late(learned, range(8), 0.1)
     _first_tokens_late(control, range(8), 0.0)
     assert learned.state.lateness[S.SEEN, 0] == 8
-    assert K.lateness_s(learned.state, 5.0, 2.0) == pytest.approx(0.2)  # 10% of 2 s
-    assert K.lateness_s(control.state, 5.0, 2.0) == pytest.approx(0.0, abs=1e-9)
+    assert _lateness(learned, 5.0, 2.0) == pytest.approx(0.2)  # 10% of 2 s
+    assert _lateness(control, 5.0, 2.0) == pytest.approx(0.0, abs=1e-9)
     # a newcomer's slack keeps that room, in proportion to its own predicted wait
     slack_learned, slack_control = _slack(learned, 11), _slack(control, 11)
     wait = learned.state.prediction[S.FIRST_TOKEN_S, 11]
     assert slack_control - slack_learned == pytest.approx(0.1 * wait)
     # another class learned nothing; and too few first tokens are not trusted
-    assert K.lateness_s(learned.state, 0.5, 2.0) == 0.0
+    assert _lateness(learned, 0.5, 2.0) == 0.0
     few = bound_gate(requests, config=config)
     _first_tokens_late(few, range(7), 0.1)
-    assert K.lateness_s(few.state, 5.0, 2.0) == 0.0
+    assert _lateness(few, 5.0, 2.0) == 0.0
 
 
-def test_lateness_spread_widens_the_room_and_early_tokens_shorten_it_at_most_by_half(
+def test_lateness_spread_widens_the_room_and_early_tokens_never_shorten_it(
         bound_gate):
     slo = SLO(ttft_s=5.0, tpot_s=0.1)
     config = AdmissionConfig(min_observations=8, lateness_quantile=0.9)
@@ -343,19 +351,67 @@ def test_lateness_spread_widens_the_room_and_early_tokens_shorten_it_at_most_by_
     deviation = np.sqrt(((ratios * waits) ** 2).sum() / (waits**2).sum() - slope**2)
     z = NormalDist().inv_cdf(0.9)
     # (the sums decay a little between first tokens that come apart)
-    assert K.lateness_s(spread.state, 5.0, 1.0) == pytest.approx(slope + z * deviation,
+    assert _lateness(spread, 5.0, 1.0) == pytest.approx(slope + z * deviation,
                                                                   rel=2e-3)
     early = bound_gate(requests, config=config)
     _first_tokens_late(early, range(8), -0.9)  # every first token far earlier than predicted
-    assert K.lateness_s(early.state, 5.0, 1.0) == pytest.approx(-K.MAX_EARLY)
+    assert early.state.lateness[S.SEEN, 0] == 8
+    assert _lateness(early, 5.0, 1.0) == 0.0
 
 
-def test_a_forced_admission_teaches_the_gate_no_lateness(bound_gate):
-    slo = SLO(ttft_s=5.0, tpot_s=0.1)
-    gate = bound_gate([Request(0, 0.0, 100, 1, slo=slo)])
-    assert gate.admit(0, 0.0).action is Action.ACCEPT  # never predicted
+def test_admitted_prompts_past_their_predicted_first_token_count_as_late_before_it_comes(
+        bound_gate):
+    slo, other = SLO(ttft_s=5.0, tpot_s=0.1), SLO(ttft_s=30.0, tpot_s=0.5)
+    requests = [Request(i, 0.0, 100 * (i + 1), 1, slo=slo) for i in range(4)]
+    requests.append(Request(4, 0.0, 100, 1, slo=other))
+    gate = bound_gate(requests)  # min_observations 20: no first token could teach it yet
+    for i in range(5):
+        assert gate.on_arrival(i, 0.0).action is Action.ACCEPT
+    decided, predicted = gate.state.prediction[:, :4]
+    waits = predicted - decided
+    assert (waits > 0).all() and gate.state.lateness[S.SEEN].sum() == 0
+    # before any prediction is due the gate has no lateness to keep room for
+    assert _lateness(gate, 5.0, 1.0, now=float(predicted.min()) - 1e-3) == 0.0
+    # once they are overdue each is at least as late as it already is: the least-squares
+    # slope over those lower bounds, before any of their first tokens came
+    now = float(predicted.max()) + 0.5
+    slope = ((now - predicted) * waits).sum() / (waits**2).sum()
+    assert _lateness(gate, 5.0, 2.0, now=now) == pytest.approx(slope * 2.0)
+    # only the class's own prompts count, and only those not yet computed
+    assert _lateness(gate, 30.0, 2.0, now=float(gate.state.prediction[1, 4]) - 1e-3) == 0.0
     a = gate.ctx.arrays
-    a.floats[FIRST_TOKEN, 0] = 3.0
-    a.ints[COMPUTED, 0], a.ints[GENERATED, 0] = 100, 1
-    gate.observe(StepPlan(), NO_END, 0.01, 0.0)
-    assert gate.state.lateness[S.SEEN].sum() == 0
+    a.ints[COMPUTED, :4] = a.ints[PROMPT, :4]
+    a.ints[GENERATED, :4] = 1
+    a.floats[FIRST_TOKEN, :4] = predicted  # on time after all
+    gate.observe(StepPlan(), NO_END, 0.01, now)
+    assert _lateness(gate, 5.0, 2.0, now=now) == 0.0
+
+
+def test_under_deadline_order_tighter_arrivals_take_the_slots_that_free_first(bound_gate):
+    tight, loose = SLO(ttft_s=0.5, tpot_s=0.05), SLO(ttft_s=30.0, tpot_s=0.5)
+    requests = [Request(0, 0.0, 100, 50, slo=loose), Request(1, 0.0, 100, 50, slo=loose),
+                Request(2, 0.0, 100, 50, slo=tight), Request(3, 0.0, 100, 50, slo=tight),
+                Request(4, 1.0, 100, 50, slo=loose)]
+    gate = bound_gate(requests, max_batch=2)  # `slo` runs at most two requests at once
+    for i in range(4):
+        assert gate.on_arrival(i, 0.0).action is Action.ACCEPT
+    a = gate.ctx.arrays
+    a.ints[COMPUTED, :4], a.ints[GENERATED, :4] = a.ints[PROMPT, :4], 1  # all decoding
+    a.floats[FIRST_TOKEN, :4] = gate.state.prediction[S.FIRST_TOKEN_S, :4]
+    gate.observe(StepPlan(), np.array([0]), 1.0, 1.0)  # one ended in a 1 s step: 1 a second
+
+    def slot_slack():
+        return C.assess(gate.state, a.ints, a.floats, 4, 1.0, 50, 1.0, a.kv.page_size,
+                        a.kv.num_pages)[4]
+
+    # the tight class has been arriving at two requests a second (20 over the 10 s horizon),
+    # faster than slots free: its arrivals, due first, take them until the newcomer's
+    # deadline is within 0.5 s, so its slot would come too late; counting only those ahead
+    # now, one frees in 2 s
+    tight_class = int(np.flatnonzero(gate.state.ttft_targets == 0.5)[0])
+    gate.state.class_requests[tight_class] = 20.0
+    gate.state.class_time_s[tight_class] = 1.0
+    with_tighter = slot_slack()
+    gate.state.class_requests[:] = 0.0  # as if that class took no slots
+    without = slot_slack()
+    assert without > 25.0 and with_tighter < 0
