@@ -75,7 +75,7 @@ class GateState(NamedTuple):
     ttft_targets: np.ndarray  # float64 per class: TTFT targets seen at arrival
     class_work_s: np.ndarray  # float64 per class: admitted prompt seconds, decayed
     class_requests: np.ndarray  # float64 per class: admitted requests, decayed alike
-    class_time_s: np.ndarray  # float64 per class: when `class_work_s` was last decayed
+    class_time_s: np.ndarray  # float64 per class: when the two above were last decayed
     ring: np.ndarray  # float64 (RING, 7): a step's measured, modelled, delivered, available
     # seconds, returned pages, measured seconds squared and ended requests
     decisions: np.ndarray  # int64 (5, MAX_REASONS): decisions by action and reason
