@@ -20,6 +20,7 @@ from refimpl.kernels._tile import (
     SRAM_BYTES,
     WRITE_BYTES,
     attend_tile,
+    copy_rows,
     load_queries,
     new_scratch,
     rows_view,
@@ -68,8 +69,8 @@ def prefill_kernel(q, k, v, out, tile_q, tile_k, heads_per_tile, causal, counter
             key_end = min(seq_len, q0 + rows) if causal else seq_len
             for key0 in range(0, key_end, tile_k):
                 num_keys = min(tile_k, key_end - key0)
-                ks_buf[:num_keys] = k2[kv_row0 + key0: kv_row0 + key0 + num_keys]
-                vs_buf[:num_keys] = v2[kv_row0 + key0: kv_row0 + key0 + num_keys]
+                copy_rows(ks_buf, k2, kv_row0 + key0, num_keys)
+                copy_rows(vs_buf, v2, kv_row0 + key0, num_keys)
                 counters[item, READ_BYTES] += 2 * FLOAT_BYTES * num_keys * head_dim
                 st = rows_view(s_buf, num_keys, num_rows)
                 attend_tile(qs, ks_buf, vs_buf, tile_k, 1, st, pv, m, l, o, alpha, rows, q0, key0,

@@ -144,7 +144,8 @@ def attend_tile(qs, ks_buf, vs_buf, tile_k, kv_heads, st, pv, m, l, o, alpha,  #
     if causal and key0 + st.shape[0] - 1 > pos0:  # some key lies after some query
         mask_future(st, rows_per_head, pos0, key0)
     new_max = alpha  # holds the new running max until the rescale factors replace it
-    new_max[:] = m
+    for r in range(num_rows):
+        new_max[r] = m[r]
     for j in range(st.shape[0]):
         row = st[j]
         for r in range(num_rows):
@@ -216,6 +217,18 @@ def start_rows(scratch, num_rows, head_dim):
 def rows_view(flat, num_rows, num_cols):
     """The first num_rows * num_cols floats of a flat buffer as a C-contiguous matrix."""
     return flat[: num_rows * num_cols].reshape(num_rows, num_cols)
+
+
+@inline_kernel
+def copy_rows(dst, src, first_row, num_rows):
+    """dst[:num_rows] = src[first_row: first_row + num_rows] for C-contiguous matrices."""
+    # A loop, not slice assignment: Numba compiles the shape-mismatch message of an array
+    # assigned to a slice, which alone took 3.8 s of the prefill kernel's 10.5 s first call.
+    for i in range(num_rows):
+        dst_row = dst[i]
+        src_row = src[first_row + i]
+        for x in range(dst_row.shape[0]):
+            dst_row[x] = src_row[x]
 
 
 @inline_kernel
