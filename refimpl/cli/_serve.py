@@ -32,7 +32,7 @@ def simulate_policies(args: argparse.Namespace, policies: list[str]) -> dict[str
         workload = assign_slo_set(workload, slo_set, seed=args.seed)
     show = sys.stderr.isatty()
     if not loop_ready():  # the first run in this process compiles, or loads, the loop
-        print("preparing the serving loop (compiled once per machine, about two minutes; "
+        print("preparing the serving loop (compiled once per machine, about three minutes; "
               "then loaded from Numba's cache in a second) ...", end=" ", file=sys.stderr,
               flush=True)
         print(f"{warm_up():.1f} s", file=sys.stderr)

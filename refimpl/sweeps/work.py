@@ -52,7 +52,7 @@ def prepare_loop() -> float:
 
     if loop_ready():
         return 0.0
-    print("preparing the serving loop (compiled once per machine, about two minutes; then "
+    print("preparing the serving loop (compiled once per machine, about three minutes; then "
           "loaded from Numba's cache) ...", end=" ", file=sys.stderr, flush=True)
     seconds = warm_up()
     print(f"{seconds:.1f} s", file=sys.stderr)

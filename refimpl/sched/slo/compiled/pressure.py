@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refimpl._numba import inline_kernel, kernel
+from refimpl._numba import kernel
 from refimpl.kv.ladder import relief_kernel as LK
 from refimpl.sched import plan as p
 from refimpl.sched.slo.compiled.projection import (
@@ -41,7 +41,7 @@ from refimpl.sched.table import ARRIVAL, COMPUTED, LENGTH_CAPPED, PRIORITY, REQU
 __all__ = []
 
 # ---- the tick's moves ------------------------------------------------------------------------
-@inline_kernel
+@kernel
 def _requeue(s, ints, floats, entries, sizes, i):
     """Row `i` is preempted: it recomputes from scratch, queued under its new key. Its
     quantization or restore earlier in this plan is taken back (`_take_back`)."""
@@ -69,7 +69,7 @@ def _take_back(st, entries, sizes, i):
                 break
 
 
-@inline_kernel
+@kernel
 def _preempt_decoding(s, ints, floats, kv, entries, sizes, i, freed):
     _decode_remove(s, i)
     if not freed:

@@ -75,7 +75,10 @@ def _tokens_per_page(s, kv, i):
     return kv.tokens_per_page[kv.slot_of[i]]
 
 
-@inline_kernel
+# The moves below (and pressure's requeue) are calls, not inlined: they run only when a request
+# is preempted, quantized, spilled or restored, and every inlined copy of their nest of helpers
+# was compiled again (the cold serving loop: 251 -> 205 s with them called).
+@kernel
 def _release(s, kv, i):
     """Row `i` gives up all its KV; returns the pages freed."""
     resident = _is_resident(s, kv, i)
@@ -90,14 +93,14 @@ def _release(s, kv, i):
     return freed
 
 
-@inline_kernel
+@kernel
 def _preempt_kv(s, kv, i):
     freed = _release(s, kv, i)
     s.pj_flags[i] |= F_PREEMPTED
     return freed
 
 
-@inline_kernel
+@kernel
 def _quantize_kv(s, kv, i, factor):
     tpp = _tokens_per_page(s, kv, i) * factor
     kept = -(-kv.lengths[kv.slot_of[i]] // tpp)
@@ -109,7 +112,7 @@ def _quantize_kv(s, kv, i, factor):
     return freed
 
 
-@inline_kernel
+@kernel
 def _spill_kv(s, kv, i):
     moved = _pages_held(s, kv, i)
     s.st[PJ_FREE] += moved if _flags(s, i) else pages_released(kv, i)  # (shared pages stay)
@@ -120,7 +123,7 @@ def _spill_kv(s, kv, i):
     return moved
 
 
-@inline_kernel
+@kernel
 def _restore_kv(s, kv, i):
     taken = -(-kv.lengths[kv.slot_of[i]] // _tokens_per_page(s, kv, i))
     s.st[PJ_CPU] -= _pages_held(s, kv, i)
