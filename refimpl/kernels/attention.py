@@ -40,9 +40,11 @@ _NO_SCALES = np.zeros((0, 0), np.float32)  # float pages carry no scales
 @functools.cache
 def default_sram_budget() -> int:
     """The budget `S` when none is given: this machine's L2 per core (`cpu-local` preset)."""
-    from refimpl.config import HardwareSpec
+    # The caches alone, not the whole preset: its bandwidth and GEMM probe took 1.25 s of a
+    # process's first kernel call, to read a size the OS states.
+    from refimpl.config.probe import detect_caches
 
-    return HardwareSpec.preset("cpu-local").sram_bytes
+    return detect_caches().l2_bytes
 
 
 @functools.cache

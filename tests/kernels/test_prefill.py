@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from refimpl.errors import CapacityError
 from refimpl.kernels import (
     PrefillTiles,
+    default_sram_budget,
     prefill_attention,
     prefill_costs,
     reference_attention,
@@ -100,3 +101,16 @@ def test_a_tile_over_the_sram_budget_is_a_capacity_error(rng):
     with pytest.raises(CapacityError, match="4 query head"):
         prefill_attention(q, k, v, tile_q=64, tile_k=64, heads_per_tile=4,
                           sram_budget_bytes=PrefillTiles(64, 64, 2).sram_bytes(64))
+
+
+def test_the_default_budget_is_the_cpu_local_l2_read_without_probing_speeds(monkeypatch):
+    from refimpl.config import HardwareSpec, probe
+
+    expected = HardwareSpec.preset("cpu-local").sram_bytes
+
+    def no_probe(*_):
+        raise AssertionError("the default SRAM budget ran the bandwidth and GEMM probe")
+
+    monkeypatch.setattr(probe, "_measure", no_probe)
+    monkeypatch.setattr(probe, "_MEASURED", {})
+    assert default_sram_budget.__wrapped__() == expected
