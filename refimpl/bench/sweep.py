@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 from refimpl.bench._report import publish
+from refimpl.engine import prepare_loop
 from refimpl.sched import POLICIES
 from refimpl.sweeps import MEASURED_COLUMNS, SweepGrid, sweep
-from refimpl.sweeps.work import prepare_loop
 
 __all__ = ["run"]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from refimpl.cli._options import check_export_paths, slo_set_of
 from refimpl.cli._paths import check_output_dir, check_output_path
 from refimpl.config import SLO_SETS
-from refimpl.engine import SimulationResult, loop_ready, simulate, warm_up
+from refimpl.engine import SimulationResult, prepare_loop, simulate
 from refimpl.metrics.plots import plot_latency_cdfs, plot_timeline
 from refimpl.metrics.report import build_report, write_report
 from refimpl.metrics.table import format_comparison, format_headline, format_run
@@ -31,11 +31,7 @@ def simulate_policies(args: argparse.Namespace, policies: list[str]) -> dict[str
     if slo_set is not None:
         workload = assign_slo_set(workload, slo_set, seed=args.seed)
     show = sys.stderr.isatty()
-    if not loop_ready():  # the first run in this process compiles, or loads, the loop
-        print("preparing the serving loop (compiled once per machine, about three minutes; "
-              "then loaded from Numba's cache in a second) ...", end=" ", file=sys.stderr,
-              flush=True)
-        print(f"{warm_up():.1f} s", file=sys.stderr)
+    prepare_loop()  # the first run in this process compiles, or loads, the loop
     return {
         name: simulate(workload, name, model=args.model, hardware=args.hardware,
                        step_model=args.step_model, seed=args.seed,

@@ -114,6 +114,11 @@ def _memory_bytes() -> int:
         return 8 << 30
 
 
+def sram_bytes() -> int:
+    """This machine's SRAM budget: its L2 per core."""
+    return detect_caches().l2_bytes
+
+
 def machine_fingerprint() -> dict[str, object]:
     """What identifies this machine's measurements: CPU, caches, cores, library versions."""
     caches = detect_caches()
@@ -188,7 +193,7 @@ def local_machine(*, remeasure: bool = False, save: bool = False) -> LocalMachin
         tmp.replace(path)  # atomic: a concurrent reader sees the old or the new file
     caches = detect_caches()
     return LocalMachine(
-        sram_bytes=caches.l2_bytes,
+        sram_bytes=sram_bytes(),
         memory_bytes=_memory_bytes(),
         memory_bandwidth_bytes_s=figures["memory_bandwidth_bytes_s"],
         peak_flops=figures["peak_flops"],

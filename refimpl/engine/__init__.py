@@ -2,7 +2,7 @@
 (`simulate`) or on a real model executed by refimpl's kernels (`run`)."""
 
 from refimpl.engine.dispatch import plan_once
-from refimpl.engine.engine import Engine, EngineRun, loop_ready, warm_up
+from refimpl.engine.engine import Engine, EngineRun, loop_ready, prepare_loop, warm_up
 from refimpl.engine.executor import SimulatedExecutor
 from refimpl.engine.model_executor import ModelExecutor, Slowdown
 from refimpl.engine.run import RunResult, run
@@ -19,6 +19,7 @@ __all__ = [
     "kv_pool_for",
     "loop_ready",
     "plan_once",
+    "prepare_loop",
     "requests_from_workload",
     "run",
     "simulate",

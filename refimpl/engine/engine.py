@@ -11,6 +11,7 @@ KV pages of cached prompt prefixes (refimpl.kv.prefix); the cache is emptied at 
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -55,7 +56,7 @@ from refimpl.sched.table import (
     write_back,
 )
 
-__all__ = ["Engine", "EngineRun", "loop_ready", "warm_up"]
+__all__ = ["Engine", "EngineRun", "loop_ready", "prepare_loop", "warm_up"]
 
 Progress = Callable[[int, int], None]  # (requests ended, requests in all)
 INITIAL_STEPS = 4096  # rows of the step records before the first doubling
@@ -83,6 +84,19 @@ def warm_up() -> float:
     Engine(VLLMPolicy(), SimulatedExecutor(step_model), PagePool(8, 16), model).run(
         [Request(0, 0.0, 4, 2)])
     return time.perf_counter() - started
+
+
+def prepare_loop() -> float:
+    """Compile (or load) the serving loop in this process, saying so on the terminal; returns
+    the seconds it took. A sweep does it first: the Numba cache it fills is what workers load
+    from, so no two processes compile it at once."""
+    if loop_ready():
+        return 0.0
+    print("preparing the serving loop (compiled once per machine, about three minutes; then "
+          "loaded from Numba's cache) ...", end=" ", file=sys.stderr, flush=True)
+    seconds = warm_up()
+    print(f"{seconds:.1f} s", file=sys.stderr)
+    return seconds
 
 
 class EngineRun:

@@ -42,9 +42,9 @@ def default_sram_budget() -> int:
     """The budget `S` when none is given: this machine's L2 per core (`cpu-local` preset)."""
     # The caches alone, not the whole preset: its bandwidth and GEMM probe took 1.25 s of a
     # process's first kernel call, to read a size the OS states.
-    from refimpl.config.probe import detect_caches
+    from refimpl.config.probe import sram_bytes
 
-    return detect_caches().l2_bytes
+    return sram_bytes()
 
 
 @functools.cache

@@ -22,10 +22,11 @@ import socket
 import time
 from collections.abc import Sequence
 
+from refimpl.engine import prepare_loop
 from refimpl.errors import ConfigError
 from refimpl.sweeps.cell import Cell
 from refimpl.sweeps.serial import OnDone
-from refimpl.sweeps.work import prepare_loop, run_cell
+from refimpl.sweeps.work import run_cell
 
 __all__ = ["RayExecutor", "import_ray", "init_ray", "worker_env"]
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from refimpl.engine import prepare_loop
 from refimpl.sweeps.cell import Cell
-from refimpl.sweeps.work import CellResult, prepare_loop, run_cell
+from refimpl.sweeps.work import CellResult, run_cell
 
 __all__ = ["SerialExecutor"]
 

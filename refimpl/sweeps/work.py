@@ -7,13 +7,12 @@ seed. What comes back is plain data (a report dict, and the request records if a
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 from refimpl.metrics.records import RequestRecords
 from refimpl.sweeps.cell import Cell
 
-__all__ = ["CellResult", "prepare_loop", "run_cell"]
+__all__ = ["CellResult", "run_cell"]
 
 
 @dataclass(frozen=True)
@@ -43,17 +42,3 @@ def run_cell(cell: Cell, with_requests: bool = False) -> CellResult:
                 "mean_rate_req_s": workload.mean_rate}
     report = build_report({cell.policy: (result.requests, result.steps)}, settings)
     return CellResult(key, report, result.requests if with_requests else None)
-
-
-def prepare_loop() -> float:
-    """Compile (or load) the serving loop in this process first: the Numba cache it fills is
-    what workers load from, so no two processes compile it at once."""
-    from refimpl.engine import loop_ready, warm_up
-
-    if loop_ready():
-        return 0.0
-    print("preparing the serving loop (compiled once per machine, about three minutes; then "
-          "loaded from Numba's cache) ...", end=" ", file=sys.stderr, flush=True)
-    seconds = warm_up()
-    print(f"{seconds:.1f} s", file=sys.stderr)
-    return seconds

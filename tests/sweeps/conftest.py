@@ -12,8 +12,8 @@ import pytest
 def ray_cluster():
     """An embedded Ray cluster of 2 CPUs, started once; skipped when Ray is not importable."""
     ray = pytest.importorskip("ray", reason="Ray is not installed: the Ray executor is untested")
+    from refimpl.engine import prepare_loop
     from refimpl.sweeps.ray_pool import init_ray
-    from refimpl.sweeps.work import prepare_loop
 
     prepare_loop()  # the workers load the loop this compiles
     # Short, under /tmp: Ray's socket paths must fit in 107 bytes.

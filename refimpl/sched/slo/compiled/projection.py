@@ -77,7 +77,7 @@ def _tokens_per_page(s, kv, i):
 
 # The moves below (and pressure's requeue) are calls, not inlined: they run only when a request
 # is preempted, quantized, spilled or restored, and every inlined copy of their nest of helpers
-# was compiled again (the cold serving loop: 251 -> 205 s with them called).
+# was compiled again (the cold serving loop: 212 -> 184 s with them called, run side by side).
 @kernel
 def _release(s, kv, i):
     """Row `i` gives up all its KV; returns the pages freed."""
