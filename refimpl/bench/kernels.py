@@ -1,13 +1,15 @@
 """`refimpl bench kernels`: attention kernel speed beside baselines timed in the same run.
 
-Prefill GFLOP/s beside PyTorch's `scaled_dot_product_attention` (if installed), the NumPy
-oracle and a float32 GEMM (`numpy.matmul` at 2048, this machine's practical peak); decode KV
-bytes per second beside a STREAM-style read of the same bytes; INT8 and FP8 pages against
-float32; and each tile candidate's analytic HBM bytes beside its measured time.
+Prefill GFLOP/s beside PyTorch's `scaled_dot_product_attention` (if installed; timed in a
+process of its own), the NumPy oracle and a float32 GEMM (`numpy.matmul` at 2048, this
+machine's practical peak), with the fastest tile of the SRAM budget for short and for long
+prompts; decode KV bytes per second beside a STREAM-style read of the same bytes; INT8 and FP8
+pages against float32; and each tile candidate's analytic HBM bytes beside its measured time.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -39,12 +41,15 @@ __all__ = ["run"]
 
 PREFILL = {"batch": 1, "num_q_heads": 32, "num_kv_heads": 8, "head_dim": 128}
 DECODE = {"batch": 32, "num_q_heads": 32, "num_kv_heads": 8, "head_dim": 128, "page_size": 16}
-# Prefill tiles the run times at TUNE_SEQ_LEN, keeping the fastest that fits the SRAM budget:
-# which one wins depends on the machine's L2 (32 x 128 x 4 heads, 386 KiB, on a 512 KiB L2;
-# 64 x 128 x 4, 643 KiB, on a 1 MiB one, where it is 1.10x the first at T=4096).
+# Prefill tiles the run times at each of TUNE_SEQ_LENS, keeping the fastest that fits the SRAM
+# budget; a T takes the pick of the longest tuning length at or below it (the shortest below
+# that). Which one wins depends on the machine's L2 (32 x 128 x 4 heads, 386 KiB, on a 512 KiB
+# L2; 64 x 128 x 4, 643 KiB, on a 1 MiB one at T=1024) and on T: at T=16384 on a 1 MiB L2 the
+# 256-key tile 64 x 256 x 4 (899 KiB) ran 1.03-1.11x 64 x 128 x 4 (1 thread, alternated calls).
 PREFILL_CHOICES = (PrefillTiles(32, 128, 4), PrefillTiles(64, 128, 4), PrefillTiles(64, 64, 4),
-                   PrefillTiles(128, 128, 2), PrefillTiles(64, 256, 2), PrefillTiles(32, 64, 4))
-TUNE_SEQ_LEN = 1024
+                   PrefillTiles(128, 128, 2), PrefillTiles(64, 256, 2), PrefillTiles(32, 64, 4),
+                   PrefillTiles(64, 256, 4))
+TUNE_SEQ_LENS = (1024, 4096)
 LONG_SEQ_LEN = 8192  # from here one timed call a point: a call takes seconds
 DECODE_TILES = PagedTiles(tile_q=1, pages_per_tile=2, heads_per_tile=4, kv_heads_per_tile=8)
 
@@ -80,17 +85,38 @@ def _gemm_gflops(repeats: int) -> float:
     return 2 * 2048**3 / best_seconds(lambda: np.matmul(a, b), repeats) / 1e9
 
 
-def _torch_sdpa(q, k, v, num_threads: int, repeats: int) -> float | None:
-    """Seconds of PyTorch's CPU SDPA on the same arrays, or None without PyTorch."""
-    try:
-        import torch
-    except ImportError:
+# PyTorch's SDPA timed in a process of its own: its OpenMP threads and Numba's in one process
+# contend, which on 2 threads left torch below its own 1-thread rate (49-54 GFLOP/s at long T).
+_SDPA_SECONDS = """
+import sys
+import torch
+from refimpl._timing import best_seconds
+batch, q_heads, kv_heads, seq_len, head_dim, num_threads, repeats = map(int, sys.argv[1:])
+torch.set_num_threads(num_threads)
+torch.manual_seed(0)
+q = torch.randn(batch, q_heads, seq_len, head_dim)
+k, v = (torch.randn(batch, kv_heads, seq_len, head_dim) for _ in range(2))
+sdpa = torch.nn.functional.scaled_dot_product_attention
+with torch.inference_mode():
+    print(best_seconds(lambda: sdpa(q, k, v, is_causal=True, enable_gqa=True), repeats))
+"""
+
+
+def _torch_installed() -> bool:
+    """Whether PyTorch can be imported (found without importing it: that takes seconds)."""
+    return importlib.util.find_spec("torch") is not None
+
+
+def _torch_sdpa(seq_len: int, num_threads: int, repeats: int) -> float | None:
+    """Seconds of PyTorch's CPU SDPA on the benchmark's prefill shape at `seq_len`, or None
+    without PyTorch."""
+    if not _torch_installed():
         return None
-    torch.set_num_threads(num_threads)
-    tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
-    sdpa = torch.nn.functional.scaled_dot_product_attention
-    with torch.inference_mode():
-        return best_seconds(lambda: sdpa(tq, tk, tv, is_causal=True, enable_gqa=True), repeats)
+    p = PREFILL
+    shape = (p["batch"], p["num_q_heads"], p["num_kv_heads"], seq_len, p["head_dim"])
+    args = [str(x) for x in (*shape, num_threads, repeats)]
+    return float(subprocess.run([sys.executable, "-c", _SDPA_SECONDS, *args], check=True,
+                                capture_output=True, text=True).stdout)
 
 
 def _oracle_seconds(q, k, v) -> float:
@@ -120,34 +146,49 @@ def _prefill_call(tiles: PrefillTiles, q, k, v, parallel: bool):
                    check_inputs_finite=False)
 
 
-def pick_prefill_tiles(repeats: int, rng, budget_bytes: int | None = None) -> PrefillTiles:
+def pick_prefill_tiles(repeats: int, rng, budget_bytes: int | None = None,
+                       seq_len: int = TUNE_SEQ_LENS[0]) -> PrefillTiles:
     """The fastest of `PREFILL_CHOICES` within the SRAM budget (default: this machine's), timed
-    on one thread at `TUNE_SEQ_LEN`."""
+    on one thread at `seq_len`."""
     budget = default_sram_budget() if budget_bytes is None else budget_bytes
     fitting = [t for t in PREFILL_CHOICES if t.sram_bytes(PREFILL["head_dim"]) <= budget]
     if not fitting:
         raise CapacityError("sram_budget_bytes", budget, "no prefill tile of the benchmark fits")
-    q, k, v = _prefill_inputs(TUNE_SEQ_LEN, rng)
+    q, k, v = _prefill_inputs(seq_len, rng)
     with threads(1):
         seconds = [best_seconds(_prefill_call(t, q, k, v, False), repeats) for t in fitting]
     return fitting[int(np.argmin(seconds))]
 
 
-def bench_prefill(seq_lens, thread_counts, repeats, rng, tiles: PrefillTiles) -> list[dict]:
-    """Prefill GFLOP/s of ours, PyTorch SDPA, the oracle and the GEMM peak, per T and threads."""
+def _short(tiles: PrefillTiles) -> str:
+    return f"{tiles.tile_q}x{tiles.tile_k}x{tiles.heads_per_tile}"
+
+
+def tiles_for(seq_len: int, picks: dict[int, PrefillTiles]) -> PrefillTiles:
+    """The pick of the longest tuning length at or below `seq_len` (the shortest one's below)."""
+    tuned = [n for n in sorted(picks) if n <= seq_len]
+    return picks[tuned[-1] if tuned else min(picks)]
+
+
+def bench_prefill(seq_lens, thread_counts, repeats, rng,
+                  picks: dict[int, PrefillTiles]) -> list[dict]:
+    """Prefill GFLOP/s of ours, PyTorch SDPA, the oracle and the GEMM peak, per T and threads;
+    each T runs with `tiles_for(T, picks)`."""
     rows = []
     for seq_len in seq_lens:
         q, k, v = _prefill_inputs(seq_len, rng)
         flops = _causal_flops(seq_len)
         calls = 1 if seq_len >= LONG_SEQ_LEN else repeats
+        tiles = tiles_for(seq_len, picks)
         for n in thread_counts:
             with threads(n):
                 ours = best_seconds(_prefill_call(tiles, q, k, v, n > 1), calls)
-                torch_s = _torch_sdpa(q, k, v, n, calls)
+                torch_s = _torch_sdpa(seq_len, n, calls)
                 oracle = _oracle_seconds(q, k, v) if seq_len <= 2048 else None
                 gemm = _gemm_gflops(repeats)
             rows.append({
-                "seq_len": seq_len, "threads": n, "ours_gflops": flops / ours / 1e9,
+                "seq_len": seq_len, "threads": n, "tiles": _short(tiles),
+                "ours_gflops": flops / ours / 1e9,
                 "torch_gflops": None if torch_s is None else flops / torch_s / 1e9,
                 "oracle_gflops": None if oracle is None else flops / oracle / 1e9,
                 "gemm_peak_gflops": gemm, "ours_s": ours,
@@ -268,14 +309,15 @@ def print_report(report: dict) -> None:
     c = report["compile"]
     print(f"first call in a fresh process: {c['cold_s']:.1f} s compiling prefill + decode "
           f"with an empty cache, {c['cached_s']:.2f} s loading them from the cache")
-    print("\nprefill, causal, B=1 Hq=32 Hkv=8 d=128, tiles "
-          f"{report['prefill_tiles']} (the fastest within the SRAM budget at T={TUNE_SEQ_LEN}; "
-          "GFLOP/s of useful causal FLOPs)")
-    print(f"  {'T':>5} {'thr':>3} {'ours':>7} {'torch':>7} {'oracle':>7} {'GEMM':>7}"
+    print("\nprefill, causal, B=1 Hq=32 Hkv=8 d=128 (GFLOP/s of useful causal FLOPs; tiles "
+          "q x k x heads, the fastest within the SRAM budget timed at T = "
+          f"{', '.join(f'{n}: {t}' for n, t in report['prefill_tiles'].items())}; "
+          "torch in a process of its own)")
+    print(f"  {'T':>5} {'thr':>3} {'tiles':>9} {'ours':>7} {'torch':>7} {'oracle':>7} {'GEMM':>7}"
           f" {'ours/torch':>10} {'ours/GEMM':>9}")
     for r in report["prefill"]:
         vs_torch = None if r["torch_gflops"] is None else r["ours_gflops"] / r["torch_gflops"]
-        print(f"  {r['seq_len']:>5} {r['threads']:>3} {r['ours_gflops']:>7.1f}"
+        print(f"  {r['seq_len']:>5} {r['threads']:>3} {r['tiles']:>9} {r['ours_gflops']:>7.1f}"
               f" {_fmt(r['torch_gflops']):>7} {_fmt(r['oracle_gflops']):>7}"
               f" {r['gemm_peak_gflops']:>7.1f} {_fmt(vs_torch, '.2f'):>10}"
               f" {r['ours_gflops'] / r['gemm_peak_gflops']:>9.2f}")
@@ -307,20 +349,17 @@ def run(*, quick: bool = False, num_threads: int | None = None,
     else:
         thread_counts = [num_threads]
     repeats = 3  # best of 3: this class of shared machine varies 1.5-2x from run to run
-    try:
-        import torch  # noqa: F401
-        torch_installed = True
-    except ImportError:
-        torch_installed = False
     compile_s = bench_compile()
-    prefill_tiles = pick_prefill_tiles(repeats, rng)
+    prefill_lens = [512, 1024] if quick else [512, 2048, 4096, 8192, 16384]
+    picks = {n: pick_prefill_tiles(repeats, rng, seq_len=n) for n in TUNE_SEQ_LENS
+             if n <= max(prefill_lens)}
     report = {
         "compile": compile_s,
         "suite": "kernels", "quick": quick, "threads": thread_counts,
-        "torch_installed": torch_installed, "cpu_count": os.cpu_count(),
-        "prefill_tiles": str(prefill_tiles), "decode_tiles": str(DECODE_TILES),
-        "prefill": bench_prefill([512, 1024] if quick else [512, 2048, 4096, 8192, 16384],
-                                 thread_counts, repeats, rng, prefill_tiles),
+        "torch_installed": _torch_installed(), "cpu_count": os.cpu_count(),
+        "prefill_tiles": {n: _short(t) for n, t in picks.items()},
+        "decode_tiles": str(DECODE_TILES),
+        "prefill": bench_prefill(prefill_lens, thread_counts, repeats, rng, picks),
         "decode": bench_decode([512, 4096] if quick else [512, 1024, 2048, 4096, 8192, 16384],
                                thread_counts, repeats, rng),
         "tiles": bench_tiles(1024 if quick else 2048, 4096, repeats, rng),

@@ -1,6 +1,9 @@
-"""`refimpl bench kernels`: the prefill tile it reports is the fastest one within the budget."""
+"""`refimpl bench kernels`: the prefill tiles it reports are the fastest within the budget, and
+PyTorch's SDPA is timed apart from our kernels."""
 
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 import pytest
@@ -30,3 +33,24 @@ def test_a_budget_no_tile_fits_is_refused(monkeypatch):
     monkeypatch.setattr(kernels, "best_seconds", _fake_seconds)
     with pytest.raises(CapacityError, match="sram_budget_bytes"):
         kernels.pick_prefill_tiles(1, np.random.default_rng(0), 1024)
+
+
+def test_each_length_takes_the_pick_of_the_longest_tuning_length_at_or_below_it():
+    short, long = kernels.PREFILL_CHOICES[:2]
+    picks = {1024: short, 4096: long}
+    assert [kernels.tiles_for(n, picks) for n in (512, 1024, 2048, 4096, 16384)] == [
+        short, short, short, long, long]
+
+
+def test_sdpa_is_timed_in_a_process_of_its_own():
+    """Its threads and Numba's would contend in one process; the parent never imports torch."""
+    pytest.importorskip("torch")
+    had_torch = "torch" in sys.modules
+    seconds = kernels._torch_sdpa(64, 1, 1)
+    assert seconds > 0
+    assert ("torch" in sys.modules) == had_torch
+
+
+def test_without_torch_sdpa_is_reported_missing(monkeypatch):
+    monkeypatch.setattr(kernels, "_torch_installed", lambda: False)
+    assert kernels._torch_sdpa(64, 1, 1) is None
