@@ -83,7 +83,7 @@ def print_report(report: dict) -> None:
         print(f"  {p['mode']:<6} {p['duration_s']:6.1f} s, {p['samples']} samples, "
               f"{p['skipped']} shapes skipped")
         for phase, mape in p["heldout_mape"].items():
-            print(f"    held-out MAPE {phase:<8} fitted {100 * mape:5.1f} %   DistServe "
+            print(f"    held-out MAPE {phase:<13} fitted {100 * mape:5.1f} %   DistServe "
                   f"baseline {100 * p['baseline_mape'][phase]:5.1f} %   (goal <= 10 %)")
     lk = report["lookup"]
     print("per call (microseconds):")

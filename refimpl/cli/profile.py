@@ -34,6 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Profile, fit, save and summarise."""
     from refimpl.config import HardwareSpec, ModelConfig
+    from refimpl.costmodel.candidates import RAGGED_DECODE
     from refimpl.costmodel.profile import run_profile
     from refimpl.costmodel.profiled import build_profiled_table
     from refimpl.costmodel.table import default_table_path
@@ -53,8 +54,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"held-out MAPE per phase (fitted model vs DistServe-style a + b*tokens + "
           f"c*sum(len^2)), SRAM budget {format_bytes(table.sram_budget_bytes)}:")
     for phase, mape in table.info["heldout_mape"].items():
-        cache = table.info["cache_bytes"][phase]
-        print(f"  {phase:<8} {100 * mape:6.1f} %   baseline "
+        cache = table.info["cache_bytes"]["decode" if phase == RAGGED_DECODE else phase]
+        print(f"  {phase:<13} {100 * mape:6.1f} %   baseline "
               f"{100 * table.info['baseline_mape'][phase]:6.1f} %   fitted cache "
               f"{'none' if cache is None else format_bytes(cache)}")
     for phase, t in table.phases.items():

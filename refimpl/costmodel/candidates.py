@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from refimpl.config import ModelConfig
 from refimpl.errors import ConfigError
 from refimpl.kernels import (
@@ -24,20 +26,36 @@ from refimpl.kernels.costs import FLOAT_BYTES
 
 __all__ = [
     "PHASES",
+    "RAGGED_DECODE",
     "AttentionDims",
     "Candidate",
     "enumerate_candidates",
+    "ragged_context_lens",
 ]
 
 # What (B, T) means in each phase:
 # - prefill: B sequences of T prompt tokens, causal, contiguous K/V;
 # - chunk: one request's chunk of B new tokens after a prefix of T cached tokens (paged K/V);
-# - decode: B sequences of T context tokens each, one new query per sequence (paged K/V).
+# - decode: B sequences of T context tokens each, one new query per sequence (paged K/V); a
+#   ragged decode shape has B sequences of `ragged_context_lens(B, T)` tokens, T on average.
 PHASES = ("prefill", "chunk", "decode")
+RAGGED_DECODE = "decode_ragged"  # what reports call the ragged decode shapes
 
 TILE_Q = (16, 32, 64, 128)  # query rows per prefill / chunk tile
 TILE_K = (32, 64, 128, 256)  # keys per prefill tile
 PAGES_PER_TILE = (1, 2, 4, 8, 16)  # KV pages per paged tile
+
+
+def ragged_context_lens(batch: int, seq_len: int) -> list[int]:
+    """Context lengths of a ragged decode batch: B draws, uniform from T/4 to 7T/4 (mean T),
+    seeded by the shape, so most sequences end inside a page, as in a server's batch."""
+    rng = np.random.default_rng([batch, seq_len])
+    return rng.integers(max(1, seq_len // 4), 7 * seq_len // 4 + 1, batch).tolist()
+
+
+def context_lens(batch: int, seq_len: int, ragged: bool) -> list[int]:
+    """The context length of each sequence of decode shape (B, T), ragged or not."""
+    return ragged_context_lens(batch, seq_len) if ragged else [seq_len] * batch
 
 
 @dataclass(frozen=True)
@@ -99,51 +117,65 @@ class Candidate:
             return PagedTiles(1, t.pages_per_tile, t.heads_per_tile, t.kv_heads_per_tile)
         return t
 
-    def costs(self, dims: AttentionDims, batch: int, seq_len: int) -> KernelCosts:
-        """`mem_sram`, `mem_hbm` and FLOPs of one kernel call on shape (B, T) of this phase."""
+    def costs(self, dims: AttentionDims, batch: int, seq_len: int,
+              ragged: bool = False) -> KernelCosts:
+        """`mem_sram`, `mem_hbm` and FLOPs of one kernel call on shape (B, T) of this phase
+        (`ragged`: a ragged decode shape)."""
         heads = {"num_q_heads": dims.num_q_heads, "num_kv_heads": dims.num_kv_heads,
                  "head_dim": dims.head_dim}
+        self._check_ragged(ragged)
         if self.phase == "prefill":
             return prefill_costs(self.tiles, batch=batch, seq_len=seq_len, **heads)
         if self.phase == "decode":
-            return decode_costs(self.tiles, context_lens=[seq_len] * batch,
+            return decode_costs(self.tiles, context_lens=context_lens(batch, seq_len, ragged),
                                 page_size=dims.page_size, **heads)
         return chunk_costs(self.tiles, start=seq_len, num_queries=batch,
                            page_size=dims.page_size, **heads)
 
-    def footprint_bytes(self, dims: AttentionDims, batch: int, seq_len: int) -> int:
+    def footprint_bytes(self, dims: AttentionDims, batch: int, seq_len: int,
+                        ragged: bool = False) -> int:
         """Distinct bytes one call on (B, T) touches: queries, outputs and the K/V it reads
         (paged K/V in whole pages), each once however often the tiles re-read it."""
+        self._check_ragged(ragged)
         if self.phase == "prefill":
             queries, kv_tokens = batch * seq_len, batch * seq_len
         elif self.phase == "decode":
-            queries, kv_tokens = batch, batch * _whole_pages(seq_len, dims.page_size)
+            queries = batch
+            kv_tokens = sum(_whole_pages(n, dims.page_size)
+                            for n in context_lens(batch, seq_len, ragged))
         else:
             queries, kv_tokens = batch, _whole_pages(seq_len + batch, dims.page_size)
         rows = 2 * queries * dims.num_q_heads + 2 * kv_tokens * dims.num_kv_heads
         return rows * dims.head_dim * FLOAT_BYTES
 
-    def tile_steps(self, dims: AttentionDims, batch: int, seq_len: int) -> tuple[int, int]:
+    def tile_steps(self, dims: AttentionDims, batch: int, seq_len: int,
+                   ragged: bool = False) -> tuple[int, int]:
         """(work items, tile iterations) of one call, mirroring the kernels' loops."""
+        self._check_ragged(ragged)
         if self.phase == "prefill":
             tile_q, tile_k = self.tiles.tile_q, self.tiles.tile_k
-            num_queries, start, sequences = seq_len, 0, batch
+            # (queries, cached keys before them, sequences of that shape)
+            shapes = [(seq_len, 0, batch)]
         else:
             tiles = self._paged_tiles()
             tile_q, tile_k = tiles.tile_q, tiles.pages_per_tile * dims.page_size
             if self.phase == "decode":
-                num_queries, start, sequences = 1, seq_len - 1, batch
+                shapes = [(1, n - 1, 1) for n in context_lens(batch, seq_len, ragged)]
             else:
-                num_queries, start, sequences = batch, seq_len, 1
+                shapes = [(batch, seq_len, 1)]
         kv_heads = 1 if self.phase == "prefill" else self._paged_tiles().kv_heads_per_tile
-        heads_per_item = self.tiles.heads_per_tile * kv_heads
-        per_tile = sequences * dims.num_q_heads // heads_per_item
+        items_per_tile = dims.num_q_heads // (self.tiles.heads_per_tile * kv_heads)
         q_tiles = key_tiles = 0
-        for q0 in range(0, num_queries, tile_q):
-            keys = start + min(num_queries, q0 + tile_q)  # causal: up to the tile's last query
-            q_tiles += 1
-            key_tiles += -(-keys // tile_k)
-        return per_tile * q_tiles, per_tile * key_tiles
+        for num_queries, start, copies in shapes:
+            for q0 in range(0, num_queries, tile_q):
+                keys = start + min(num_queries, q0 + tile_q)  # causal: up to its last query
+                q_tiles += copies
+                key_tiles += copies * -(-keys // tile_k)
+        return items_per_tile * q_tiles, items_per_tile * key_tiles
+
+    def _check_ragged(self, ragged: bool) -> None:
+        if ragged and self.phase != "decode":
+            raise ConfigError("ragged", ragged, f"only decode shapes are ragged, not {self.phase}")
 
 
 def _whole_pages(tokens: int, page_size: int) -> int:

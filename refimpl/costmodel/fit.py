@@ -27,11 +27,18 @@ import numpy as np
 from scipy.optimize import nnls
 
 from refimpl.config import HardwareSpec
-from refimpl.costmodel.candidates import PHASES, AttentionDims, Candidate
+from refimpl.costmodel.candidates import (
+    PHASES,
+    RAGGED_DECODE,
+    AttentionDims,
+    Candidate,
+    context_lens,
+)
 from refimpl.costmodel.profile import Sample
 from refimpl.errors import ConfigError
 
 __all__ = [
+    "ERROR_KEYS",
     "FEATURES",
     "LatencyModel",
     "PhaseError",
@@ -43,6 +50,8 @@ __all__ = [
     "nnls_relative",
 ]
 
+# Held-out errors are reported per phase, and for ragged decode shapes apart.
+ERROR_KEYS = (*PHASES, RAGGED_DECODE)
 FEATURES = ("per_call", "tile_steps", "flops", "hbm_bytes", "roofline_s", "sequences",
             "missed_bytes")
 # Cache sizes the fit chooses from (powers of two, 256 KiB to 1 GiB); inf: no cache term.
@@ -61,24 +70,26 @@ def miss_fraction(footprint_bytes, cache_bytes: float):
 
 def features(cand: Candidate, dims: AttentionDims, batch: int, seq_len: int,
              peak_flops: float, bandwidth_bytes_s: float,
-             cache_bytes: float = math.inf) -> list[float]:
-    """The regression features of `cand` on (B, T), in `FEATURES` order."""
-    costs = cand.costs(dims, batch, seq_len)
-    _, tile_steps = cand.tile_steps(dims, batch, seq_len)
+             cache_bytes: float = math.inf, ragged: bool = False) -> list[float]:
+    """The regression features of `cand` on (B, T) (`ragged`: a ragged decode shape), in
+    `FEATURES` order."""
+    costs = cand.costs(dims, batch, seq_len, ragged)
+    _, tile_steps = cand.tile_steps(dims, batch, seq_len, ragged)
     roofline_s = max(costs.flops / peak_flops, costs.hbm_bytes / bandwidth_bytes_s)
     sequences = 1 if cand.phase == "chunk" else batch  # the wrappers check each sequence
-    missed = costs.hbm_bytes * float(miss_fraction(cand.footprint_bytes(dims, batch, seq_len),
-                                                   cache_bytes))
+    missed = costs.hbm_bytes * float(miss_fraction(
+        cand.footprint_bytes(dims, batch, seq_len, ragged), cache_bytes))
     return [1.0, tile_steps, costs.flops, costs.hbm_bytes, roofline_s, sequences, missed]
 
 
-def baseline_features(phase: str, batch: int, seq_len: int) -> list[float]:
-    """DistServe-style features: 1, tokens, sum(len^2) (decode: 1, sequences, context tokens)."""
+def baseline_features(phase: str, batch: int, seq_len: int, ragged: bool = False) -> list[float]:
+    """DistServe-style features: 1, tokens, sum(len^2) (decode: 1, sequences, context tokens,
+    the ragged lengths' sum for a ragged shape)."""
     if phase == "prefill":
         return [1.0, batch * seq_len, batch * seq_len**2]
     if phase == "chunk":  # a chunk of B tokens after T cached: pairs grow as B*T + B^2/2
         return [1.0, batch, batch * seq_len + batch * batch / 2]
-    return [1.0, batch, batch * seq_len]
+    return [1.0, batch, float(sum(context_lens(batch, seq_len, ragged)))]
 
 
 def nnls_relative(x: np.ndarray, y_s: np.ndarray) -> np.ndarray:
@@ -126,27 +137,30 @@ class LatencyModel:
     errors: dict[str, PhaseError]  # phase -> held-out error of the fitting procedure
     cache_bytes: dict[str, float]  # phase -> the cache of the missed-bytes feature (inf: none)
 
-    def predict_s(self, cand: Candidate, batch: int, seq_len: int) -> float:
-        """Predicted seconds of `cand` on (B, T); `ConfigError` for a candidate never fitted."""
+    def predict_s(self, cand: Candidate, batch: int, seq_len: int,
+                  ragged: bool = False) -> float:
+        """Predicted seconds of `cand` on (B, T) (`ragged`: a ragged decode shape);
+        `ConfigError` for a candidate never fitted."""
         coef = self.coefficients.get(cand.name)
         if coef is None:
             raise ConfigError("candidate", cand.name, "not profiled, so not fitted",
                               choices=sorted(self.coefficients))
         x = features(cand, self.dims, batch, seq_len, self.peak_flops,
-                     self.memory_bandwidth_bytes_s, self.cache_bytes[cand.phase])
+                     self.memory_bandwidth_bytes_s, self.cache_bytes[cand.phase], ragged)
         return float(np.dot(coef, x))
 
 
 @dataclass(frozen=True)
 class _Group:
     """One candidate's samples: features (missed bytes left for a cache size to set), the
-    baseline's features, the calls' footprints, times and the train mask."""
+    baseline's features, the calls' footprints, times, the train mask and which are ragged."""
 
     x: np.ndarray
     baseline_x: np.ndarray
     footprint: np.ndarray
     y: np.ndarray
     train: np.ndarray
+    ragged: np.ndarray
 
     def with_cache(self, cache_bytes: float) -> np.ndarray:
         """The features with the missed bytes of a cache of `cache_bytes`."""
@@ -162,11 +176,12 @@ def _fit_groups(samples: Sequence[Sample], cands: dict[str, Candidate], dims: At
     rows: dict[str, list] = {}
     for sample, is_train in zip(samples, train, strict=True):
         cand = cands[sample.candidate]
+        shape = sample.batch, sample.seq_len, sample.ragged
         rows.setdefault(sample.candidate, []).append((
-            features(cand, dims, sample.batch, sample.seq_len, hardware.peak_flops,
-                     hardware.memory_bandwidth_bytes_s),
-            baseline_features(sample.phase, sample.batch, sample.seq_len),
-            cand.footprint_bytes(dims, sample.batch, sample.seq_len), sample.min_s, is_train))
+            features(cand, dims, *shape[:2], hardware.peak_flops,
+                     hardware.memory_bandwidth_bytes_s, ragged=sample.ragged),
+            baseline_features(sample.phase, *shape), cand.footprint_bytes(dims, *shape),
+            sample.min_s, is_train, sample.ragged))
     return {name: _Group(*(np.array(column) for column in zip(*group, strict=True)))
             for name, group in rows.items()}
 
@@ -191,6 +206,17 @@ def _choose_cache(groups: dict[str, _Group], usable: Callable[[_Group], np.ndarr
     return best
 
 
+def _held_out(samples: Sequence[Sample]) -> list[bool]:
+    """`holdout_mask` over the grid of equal-length shapes and, apart, that of ragged ones."""
+    held = [False] * len(samples)
+    for ragged in (False, True):
+        rows = [i for i, s in enumerate(samples) if s.ragged == ragged]
+        mask = holdout_mask([samples[i].batch for i in rows], [samples[i].seq_len for i in rows])
+        for i, is_held in zip(rows, mask, strict=True):
+            held[i] = is_held
+    return held
+
+
 def _mape(pairs: list[tuple[float, float]]) -> float:
     """Mean |predicted / measured - 1| of (measured, predicted) pairs; NaN for none."""
     return float(np.mean([abs(p / m - 1) for m, p in pairs])) if pairs else float("nan")
@@ -211,21 +237,25 @@ def fit_latency(samples: Sequence[Sample], candidates: Sequence[Candidate],
         mine = [s for s in samples if s.phase == phase]
         if not mine:
             continue
-        held_out = holdout_mask([s.batch for s in mine], [s.seq_len for s in mine])
-        groups = _fit_groups(mine, cands, dims, hardware, [not h for h in held_out])
-        points: list[tuple[float, float, float]] = []
+        groups = _fit_groups(mine, cands, dims, hardware, [not h for h in _held_out(mine)])
+        points: dict[bool, list[tuple[float, float, float]]] = {False: [], True: []}
         num_train = 0
         cache = _choose_cache(groups, lambda g: g.train)  # the held-out points stay unseen
         for group in groups.values():
             tr, held = group.train, ~group.train
             x, y, xb = group.with_cache(cache), group.y, group.baseline_x
             if tr.sum() >= 2 and held.any():
-                points += zip(y[held].tolist(), (x[held] @ nnls_relative(x[tr], y[tr])).tolist(),
-                              (xb[held] @ nnls_relative(xb[tr], y[tr])).tolist(), strict=True)
+                predicted = x[held] @ nnls_relative(x[tr], y[tr])
+                baseline = xb[held] @ nnls_relative(xb[tr], y[tr])
+                for m, p, b, ragged in zip(y[held], predicted, baseline, group.ragged[held],
+                                           strict=True):
+                    points[bool(ragged)].append((float(m), float(p), float(b)))
             num_train += int(tr.sum())
-        errors[phase] = PhaseError(phase, _mape([(m, p) for m, p, _ in points]),
-                                   _mape([(m, b) for m, _, b in points]), num_train,
-                                   len(points), tuple(points))
+        for key, found in ((phase, points[False]), (RAGGED_DECODE, points[True])):
+            if found or key == phase:
+                errors[key] = PhaseError(key, _mape([(m, p) for m, p, _ in found]),
+                                         _mape([(m, b) for m, _, b in found]), num_train,
+                                         len(found), tuple(found))
         cache_bytes[phase] = _choose_cache(groups, lambda g: np.ones_like(g.train))
         for name, group in groups.items():
             coefficients[name] = tuple(float(c) for c in nnls_relative(

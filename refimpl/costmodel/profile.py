@@ -24,7 +24,14 @@ from refimpl._version import __version__
 from refimpl.config import ModelConfig
 from refimpl.config.probe import machine_fingerprint
 from refimpl.costmodel._timing import time_calls
-from refimpl.costmodel.candidates import PHASES, AttentionDims, Candidate, enumerate_candidates
+from refimpl.costmodel.candidates import (
+    PHASES,
+    RAGGED_DECODE,
+    AttentionDims,
+    Candidate,
+    context_lens,
+    enumerate_candidates,
+)
 from refimpl.costmodel.gemm import GemmProfile, profile_gemm
 from refimpl.errors import ConfigError
 from refimpl.kernels import chunk_attention, decode_attention, prefill_attention
@@ -54,6 +61,7 @@ class ProfileMode:
     budget_s: float  # wall-clock budget of the kernel grid, all rounds together
     rounds: int  # passes over the grid
     max_kv_tokens: int  # B * T cap of decode caches (float32 K/V: 2 * Hkv * d * 4 B a token)
+    ragged_batches: tuple[int, ...] = ()  # B values of ragged decode shapes (T: decode's)
 
 
 MODES: dict[str, ProfileMode] = {
@@ -65,7 +73,7 @@ MODES: dict[str, ProfileMode] = {
                   "decode": (128, 512, 2048, 8192)},
         tile_q=(32, 64), tile_k=(64,), pages_per_tile=(4,),
         gemm_tokens=(1, 8, 32, 128, 512, 2048), repeats=5, max_point_s=0.02, budget_s=45.0,
-        rounds=3, max_kv_tokens=1 << 18,
+        rounds=3, max_kv_tokens=1 << 18, ragged_batches=(3, 8, 24, 64),
     ),
     "full": ProfileMode(
         name="full",
@@ -77,6 +85,7 @@ MODES: dict[str, ProfileMode] = {
         tile_q=(16, 32, 64, 128), tile_k=(32, 64, 128, 256), pages_per_tile=(1, 2, 4, 8, 16),
         gemm_tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096), repeats=9,
         max_point_s=0.3, budget_s=900.0, rounds=2, max_kv_tokens=1 << 20,
+        ragged_batches=(3, 8, 24, 64, 192),
     ),
 }
 
@@ -91,6 +100,7 @@ class Sample:
     seq_len: int
     time_s: float  # median of the timed calls of the quickest round
     min_s: float  # fastest timed call of all rounds: what the fit uses (load only adds time)
+    ragged: bool = False  # a decode shape of `ragged_context_lens(batch, seq_len)` contexts
 
 
 @dataclass
@@ -114,9 +124,10 @@ def candidates_of(mode: ProfileMode, phase: str, dims: AttentionDims) -> list[Ca
                                 pages_per_tile=mode.pages_per_tile)
 
 
-def _inputs(phase: str, dims: AttentionDims, batch: int, seq_len: int,
+def _inputs(phase: str, dims: AttentionDims, batch: int, seq_len: int, ragged: bool,
             rng: np.random.Generator) -> Callable[[Candidate], None]:
-    """Random inputs of one shape, and a function running a candidate on them."""
+    """Random inputs of one shape (`ragged`: a ragged decode shape), and a function running a
+    candidate on them."""
     d, hq, hkv, page = dims.head_dim, dims.num_q_heads, dims.num_kv_heads, dims.page_size
     common = {"parallel": False, "check_inputs_finite": False}
     if phase == "prefill":
@@ -125,15 +136,16 @@ def _inputs(phase: str, dims: AttentionDims, batch: int, seq_len: int,
         return lambda c: prefill_attention(q, k, v, sram_budget_bytes=c.sram_bytes(dims),
                                            **c.params(), **common)
     # Paged phases: shuffled pages, so reads jump around memory as in a long-running server.
-    sequences, context = (batch, seq_len) if phase == "decode" else (1, seq_len + batch)
+    lens = context_lens(batch, seq_len, ragged) if phase == "decode" else [seq_len + batch]
+    sequences, context = len(lens), max(lens)
     pages_per_seq = -(-context // page)
     shape = (sequences * pages_per_seq, page, hkv, d)
     k_cache, v_cache = (rng.standard_normal(shape, dtype=np.float32) for _ in "kv")
     tables = rng.permutation(shape[0]).reshape(sequences, pages_per_seq).astype(np.int32)
     if phase == "decode":
         q = rng.standard_normal((batch, hq, d), dtype=np.float32)
-        lens = np.full(batch, seq_len, np.int32)
-        return lambda c: decode_attention(q, k_cache, v_cache, tables, lens,
+        lens_array = np.array(lens, np.int32)
+        return lambda c: decode_attention(q, k_cache, v_cache, tables, lens_array,
                                           sram_budget_bytes=c.sram_bytes(dims), **c.params(),
                                           **common)
     q = rng.standard_normal((hq, batch, d), dtype=np.float32)
@@ -142,20 +154,28 @@ def _inputs(phase: str, dims: AttentionDims, batch: int, seq_len: int,
 
 
 def _plan(mode: ProfileMode, dims: AttentionDims) -> tuple[list, list]:
-    """Grid points to time, cheapest first (by analytic FLOPs and bytes), and those over the cap."""
+    """Grid points (phase, B, T, ragged) to time, cheapest first (by analytic FLOPs and bytes),
+    and those over the cap."""
     points, capped = [], []
-    for phase in PHASES:
+    grids = [(phase, mode.batches[phase], False) for phase in PHASES]
+    grids.append(("decode", mode.ragged_batches, True))
+    for phase, batches, ragged in grids:
         probe = candidates_of(mode, phase, dims)[0]
-        for batch in mode.batches[phase]:
+        for batch in batches:
             for seq_len in mode.seq_lens[phase]:
                 if phase == "decode" and batch * seq_len > mode.max_kv_tokens:
-                    capped.append((phase, batch, seq_len))
+                    capped.append((_label(phase, ragged), batch, seq_len))
                     continue
-                costs = probe.costs(dims, batch, seq_len)
+                costs = probe.costs(dims, batch, seq_len, ragged)
                 points.append((costs.flops / 50.0 + costs.hbm_bytes / 10.0, phase, batch,
-                               seq_len))
+                               seq_len, ragged))
     points.sort()
     return [p[1:] for p in points], capped
+
+
+def _label(phase: str, ragged: bool) -> str:
+    """What reports call a phase's shapes: the phase, or `RAGGED_DECODE`."""
+    return RAGGED_DECODE if ragged else phase
 
 
 def run_profile(model: ModelConfig, mode: str | ProfileMode = "quick", *,
@@ -178,23 +198,24 @@ def run_profile(model: ModelConfig, mode: str | ProfileMode = "quick", *,
     bar(0, len(points), "compiling the kernels")
     _compile_kernels(mode, dims, seed)
     start = time.perf_counter()  # the budget is for timing: compiling is not spent from it
-    timings: dict[tuple[str, str, int, int], list[tuple[float, float]]] = {}
+    timings: dict[tuple[str, str, int, int, bool], list[tuple[float, float]]] = {}
     total = mode.rounds * len(points)
-    for done, (round_index, (phase, batch, seq_len)) in enumerate(
+    for done, (round_index, (phase, batch, seq_len, ragged)) in enumerate(
             ((r, p) for r in range(mode.rounds) for p in points), 1):
         if time.perf_counter() - start > budget_s:
             if round_index == 0:
-                skipped.append((phase, batch, seq_len))
+                skipped.append((_label(phase, ragged), batch, seq_len))
             bar(done, total, "over budget: skipped")
             continue
-        run = _inputs(phase, dims, batch, seq_len, rng)
+        run = _inputs(phase, dims, batch, seq_len, ragged, rng)
         for cand in candidates_of(mode, phase, dims):
-            timings.setdefault((phase, cand.name, batch, seq_len), []).append(
+            timings.setdefault((phase, cand.name, batch, seq_len, ragged), []).append(
                 time_calls(functools.partial(run, cand), mode.repeats, mode.max_point_s))
-        bar(done, total, f"round {round_index + 1}: {phase} B={batch} T={seq_len}")
+        bar(done, total,
+            f"round {round_index + 1}: {_label(phase, ragged)} B={batch} T={seq_len}")
     samples = [Sample(phase, name, batch, seq_len, min(t[0] for t in times),
-                      min(t[1] for t in times))
-               for (phase, name, batch, seq_len), times in timings.items()]
+                      min(t[1] for t in times), ragged)
+               for (phase, name, batch, seq_len, ragged), times in timings.items()]
     gemm = profile_gemm(model, mode.gemm_tokens, repeats=mode.repeats, rng=rng)  # ~1 s
     return ProfileResult(model=model, dims=dims, mode=mode.name, samples=samples, gemm=gemm,
                          fingerprint=machine_fingerprint(), duration_s=time.perf_counter() - start,
@@ -206,7 +227,7 @@ def _compile_kernels(mode: ProfileMode, dims: AttentionDims, seed: int) -> None:
     cache) happens before the clock of the budget starts."""
     rng = np.random.default_rng(seed)
     for phase in ("prefill", "decode"):  # chunked prefill runs the decode kernel
-        _inputs(phase, dims, 1, dims.page_size, rng)(candidates_of(mode, phase, dims)[0])
+        _inputs(phase, dims, 1, dims.page_size, False, rng)(candidates_of(mode, phase, dims)[0])
 
 
 def _no_progress(done: int, total: int, detail: str = "") -> None:

@@ -6,19 +6,21 @@ from pathlib import Path
 
 import numpy as np
 
-from refimpl.costmodel.candidates import PHASES
+from refimpl.costmodel.fit import ERROR_KEYS
 
 __all__ = ["plot_residuals"]
 
 
 def plot_residuals(info: dict, path: str | Path) -> Path:
-    """Write a PNG of predicted / measured - 1 against measured time, a panel per phase, from a
-    profiled table's `info` (its `heldout_s` and `heldout_mape` entries)."""
+    """Write a PNG of predicted / measured - 1 against measured time, a panel per phase (and one
+    for ragged decode shapes, if profiled), from a profiled table's `info` (its `heldout_s` and
+    `heldout_mape` entries)."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(13, 4.2), layout="constrained")
-    axes = fig.subplots(1, len(PHASES), sharey=True)
-    for ax, phase in zip(axes, PHASES, strict=True):
+    keys = [k for k in ERROR_KEYS if k in info["heldout_s"] or k != ERROR_KEYS[-1]]
+    fig = Figure(figsize=(4.4 * len(keys), 4.2), layout="constrained")
+    axes = fig.subplots(1, len(keys), sharey=True)
+    for ax, phase in zip(axes, keys, strict=True):
         points = np.array(info["heldout_s"].get(phase, []), dtype=float).reshape(-1, 3)
         measured, predicted, baseline = points.T
         for values, label, marker, key in (

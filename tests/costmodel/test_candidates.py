@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from refimpl.costmodel.candidates import PHASES, AttentionDims, Candidate, enumerate_candidates
+from refimpl.costmodel.candidates import (
+    PHASES,
+    AttentionDims,
+    Candidate,
+    enumerate_candidates,
+    ragged_context_lens,
+)
 from refimpl.errors import ConfigError
-from refimpl.kernels import PrefillTiles
+from refimpl.kernels import PagedTiles, PrefillTiles, decode_costs
 from refimpl.kernels.costs import PAGE_ID_BYTES
 
 DIMS = AttentionDims(num_q_heads=32, num_kv_heads=8, head_dim=128)
@@ -75,3 +81,34 @@ def test_tile_steps_count_causal_key_tiles():
 def test_unknown_phase_is_refused():
     with pytest.raises(ConfigError, match="phase"):
         enumerate_candidates("verify", DIMS)
+
+
+def test_ragged_decode_lengths_are_reproducible_spread_around_t_and_mostly_inside_a_page():
+    lens = ragged_context_lens(64, 512)
+    assert lens == ragged_context_lens(64, 512)  # seeded by the shape
+    assert min(lens) >= 128 and max(lens) <= 7 * 512 // 4
+    assert abs(sum(lens) / len(lens) - 512) < 512 * 0.15
+    assert len(set(lens)) > 32
+    assert sum(n % DIMS.page_size != 0 for n in lens) > 48
+
+
+def test_a_ragged_decode_shape_costs_its_sequences_page_by_page():
+    cand = Candidate("decode", PagedTiles(1, 2, 4))
+    lens = ragged_context_lens(16, 100)
+    heads = {"num_q_heads": 32, "num_kv_heads": 8, "head_dim": 128}
+    assert cand.costs(DIMS, 16, 100, ragged=True) == decode_costs(
+        cand.tiles, context_lens=lens, page_size=DIMS.page_size, **heads)
+    tile_keys = 2 * DIMS.page_size
+    per_seq = [-(-n // tile_keys) for n in lens]  # key tiles of each sequence
+    items = 32 // 4
+    assert cand.tile_steps(DIMS, 16, 100, ragged=True) == (items * 16, items * sum(per_seq))
+    slots = sum(-(-n // DIMS.page_size) * DIMS.page_size for n in lens)
+    assert cand.footprint_bytes(DIMS, 16, 100, ragged=True) == (
+        2 * 16 * 32 + 2 * slots * 8) * 128 * FLOAT_BYTES
+    # Equal lengths are the one-length case of the same rule.
+    assert cand.tile_steps(DIMS, 16, 100) == (items * 16, items * 16 * -(-100 // tile_keys))
+
+
+def test_only_decode_shapes_are_ragged():
+    with pytest.raises(ConfigError, match="ragged"):
+        Candidate("prefill", PrefillTiles(64, 64, 1)).costs(DIMS, 1, 256, ragged=True)

@@ -10,9 +10,15 @@ import pytest
 
 from refimpl.config import HardwareSpec
 from refimpl.costmodel import fit
-from refimpl.costmodel.candidates import PHASES, enumerate_candidates
+from refimpl.costmodel.candidates import (
+    PHASES,
+    RAGGED_DECODE,
+    enumerate_candidates,
+    ragged_context_lens,
+)
 from refimpl.costmodel.fit import FEATURES, features, fit_latency, holdout_mask, miss_fraction
 from refimpl.costmodel.profile import Sample
+from refimpl.kernels import decode_costs
 
 from ._helpers import DIMS, GRID
 
@@ -86,3 +92,31 @@ def test_the_miss_fraction_ramps_over_an_octave_around_the_cache():
 def test_held_out_points_are_interior_diagonals():
     mask = holdout_mask([1, 1, 1, 2, 2, 2], [10, 20, 30, 10, 20, 30])
     assert mask == [False, True, False, True, False, False]
+
+
+def _ragged_truth_s(cand, batch: int, seq_len: int, ragged: bool) -> float:
+    """A decode latency from each sequence's own length: its whole pages read, its key tiles."""
+    lens = ragged_context_lens(batch, seq_len) if ragged else [seq_len] * batch
+    hbm = decode_costs(cand.tiles, context_lens=lens, num_q_heads=DIMS.num_q_heads,
+                       num_kv_heads=DIMS.num_kv_heads, head_dim=DIMS.head_dim,
+                       page_size=DIMS.page_size).hbm_bytes
+    tile_keys = cand.tiles.pages_per_tile * DIMS.page_size
+    items = DIMS.num_q_heads // (cand.tiles.heads_per_tile * cand.tiles.kv_heads_per_tile)
+    key_tiles = items * sum(-(-n // tile_keys) for n in lens)
+    return 20e-6 + 2e-6 * batch + hbm / 12e9 + 0.3e-6 * key_tiles
+
+
+def test_ragged_decode_is_predicted_from_each_sequence_s_pages_where_the_baseline_is_not():
+    """Short ragged contexts end inside pages and tiles: a sum of tokens cannot see that."""
+    cands = enumerate_candidates("decode", DIMS, pages_per_tile=(1, 4))[:3]
+    samples = [Sample("decode", c.name, b, t, y, y, ragged)
+               for c in cands for ragged in (False, True) for b in (4, 16, 64)
+               for t in (32, 64, 128, 256, 512) for y in [_ragged_truth_s(c, b, t, ragged)]]
+    model = fit_latency(samples, cands, DIMS, HW)
+    ragged = model.errors[RAGGED_DECODE]
+    assert ragged.num_heldout == len(cands) * 5 and model.errors["decode"].num_heldout > 0
+    assert ragged.mape < 1e-3
+    assert ragged.baseline_mape > 0.005  # ~1%: each sequence rounds up to its pages and tiles
+    cand = cands[0]
+    assert model.predict_s(cand, 16, 64, ragged=True) == pytest.approx(
+        _ragged_truth_s(cand, 16, 64, True), rel=1e-3)

@@ -21,7 +21,8 @@ MINI = dataclasses.replace(
     MODES["quick"], name="quick",
     batches={"prefill": (1, 2), "chunk": (16, 32), "decode": (1, 4)},
     seq_lens={"prefill": (32, 64), "chunk": (32, 64), "decode": (32, 64)},
-    tile_q=(16,), tile_k=(32,), pages_per_tile=(2,), gemm_tokens=(1, 4, 16), repeats=1)
+    tile_q=(16,), tile_k=(32,), pages_per_tile=(2,), gemm_tokens=(1, 4, 16), repeats=1,
+    ragged_batches=(2, 4))
 
 
 @pytest.mark.numba
@@ -29,11 +30,13 @@ def test_a_tiny_profile_runs_fits_and_tabulates(monkeypatch, tmp_path):
     monkeypatch.setitem(MODES, "quick", MINI)
     result = run_profile(TINY, "quick", progress=False)
     assert result.fingerprint["cpu"] and result.version
-    names = {s.candidate for s in result.samples}
-    assert len(result.samples) == 4 * len(names)  # each candidate on its phase's 4 shapes
+    for name in {s.candidate for s in result.samples}:  # each on its phase's 4 shapes
+        mine = [s for s in result.samples if s.candidate == name]
+        assert sum(not s.ragged for s in mine) == 4
+        assert sum(s.ragged for s in mine) == (4 if name.startswith("decode/") else 0)
     table = build_profiled_table(result, HardwareSpec("cpu", 512 * 1024, 1 << 34, 10e9, 20e9,
                                                       10e9, False, "test"))
-    assert set(table.info["heldout_mape"]) == {"prefill", "chunk", "decode"}
+    assert set(table.info["heldout_mape"]) == {"prefill", "chunk", "decode", "decode_ragged"}
     for phase, points in table.info["heldout_s"].items():  # the residuals behind each MAPE
         assert points, phase
         assert all(len(p) == 3 and min(p) > 0 for p in points)
@@ -95,7 +98,7 @@ def test_each_point_keeps_its_fastest_call_over_the_rounds(monkeypatch):
     monkeypatch.setattr(profile, "_compile_kernels", lambda *args: None)
     dims = AttentionDims.of(TINY)
     points, _ = profile._plan(mode, dims)
-    per_round = sum(len(profile.candidates_of(mode, phase, dims)) for phase, _, _ in points)
+    per_round = sum(len(profile.candidates_of(mode, phase, dims)) for phase, *_ in points)
     calls = []
 
     def timings(call, repeats, max_total_s):  # (median, fastest); the second round is quiet
