@@ -56,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
     for phase, mape in table.info["heldout_mape"].items():
         cache = table.info["cache_bytes"]["decode" if phase == RAGGED_DECODE else phase]
         print(f"  {phase:<13} {100 * mape:6.1f} %   baseline "
-              f"{100 * table.info['baseline_mape'][phase]:6.1f} %   fitted cache "
+              f"{100 * table.info['baseline_mape'][phase]:6.1f} %   round-to-round spread "
+              f"{100 * table.info['heldout_spread'][phase]:5.1f} %   fitted cache "
               f"{'none' if cache is None else format_bytes(cache)}")
     for phase, t in table.phases.items():
         name, time_s = t.lookup(t.batches[-1], t.seq_lens[-1])

@@ -123,6 +123,9 @@ class PhaseError:
     num_heldout: int
     # (measured, predicted, baseline's prediction) seconds of each held-out sample
     heldout_s: tuple[tuple[float, float, float], ...] = ()
+    # Mean `Sample.spread` of the held-out samples: the measurements' own repeatability, so a
+    # MAPE near it is at the floor the profile's noise sets
+    spread: float = float("nan")
 
 
 @dataclass(frozen=True)
@@ -153,7 +156,8 @@ class LatencyModel:
 @dataclass(frozen=True)
 class _Group:
     """One candidate's samples: features (missed bytes left for a cache size to set), the
-    baseline's features, the calls' footprints, times, the train mask and which are ragged."""
+    baseline's features, the calls' footprints, times, the train mask, which are ragged and
+    the times' spread over the rounds."""
 
     x: np.ndarray
     baseline_x: np.ndarray
@@ -161,6 +165,7 @@ class _Group:
     y: np.ndarray
     train: np.ndarray
     ragged: np.ndarray
+    spread: np.ndarray
 
     def with_cache(self, cache_bytes: float) -> np.ndarray:
         """The features with the missed bytes of a cache of `cache_bytes`."""
@@ -181,7 +186,7 @@ def _fit_groups(samples: Sequence[Sample], cands: dict[str, Candidate], dims: At
             features(cand, dims, *shape[:2], hardware.peak_flops,
                      hardware.memory_bandwidth_bytes_s, ragged=sample.ragged),
             baseline_features(sample.phase, *shape), cand.footprint_bytes(dims, *shape),
-            sample.min_s, is_train, sample.ragged))
+            sample.min_s, is_train, sample.ragged, sample.spread))
     return {name: _Group(*(np.array(column) for column in zip(*group, strict=True)))
             for name, group in rows.items()}
 
@@ -238,7 +243,9 @@ def fit_latency(samples: Sequence[Sample], candidates: Sequence[Candidate],
         if not mine:
             continue
         groups = _fit_groups(mine, cands, dims, hardware, [not h for h in _held_out(mine)])
+        # held-out (measured, predicted, baseline) seconds and spreads, equal and ragged apart
         points: dict[bool, list[tuple[float, float, float]]] = {False: [], True: []}
+        spreads: dict[bool, list[float]] = {False: [], True: []}
         num_train = 0
         cache = _choose_cache(groups, lambda g: g.train)  # the held-out points stay unseen
         for group in groups.values():
@@ -247,15 +254,19 @@ def fit_latency(samples: Sequence[Sample], candidates: Sequence[Candidate],
             if tr.sum() >= 2 and held.any():
                 predicted = x[held] @ nnls_relative(x[tr], y[tr])
                 baseline = xb[held] @ nnls_relative(xb[tr], y[tr])
-                for m, p, b, ragged in zip(y[held], predicted, baseline, group.ragged[held],
-                                           strict=True):
+                for m, p, b, ragged, spread in zip(y[held], predicted, baseline,
+                                                   group.ragged[held], group.spread[held],
+                                                   strict=True):
                     points[bool(ragged)].append((float(m), float(p), float(b)))
+                    spreads[bool(ragged)].append(float(spread))
             num_train += int(tr.sum())
-        for key, found in ((phase, points[False]), (RAGGED_DECODE, points[True])):
+        for key, ragged in ((phase, False), (RAGGED_DECODE, True)):
+            found = points[ragged]
             if found or key == phase:
-                errors[key] = PhaseError(key, _mape([(m, p) for m, p, _ in found]),
-                                         _mape([(m, b) for m, _, b in found]), num_train,
-                                         len(found), tuple(found))
+                errors[key] = PhaseError(
+                    key, _mape([(m, p) for m, p, _ in found]),
+                    _mape([(m, b) for m, _, b in found]), num_train, len(found), tuple(found),
+                    float(np.mean(spreads[ragged])) if found else float("nan"))
         cache_bytes[phase] = _choose_cache(groups, lambda g: np.ones_like(g.train))
         for name, group in groups.items():
             coefficients[name] = tuple(float(c) for c in nnls_relative(

@@ -101,6 +101,9 @@ class Sample:
     time_s: float  # median of the timed calls of the quickest round
     min_s: float  # fastest timed call of all rounds: what the fit uses (load only adds time)
     ragged: bool = False  # a decode shape of `ragged_context_lens(batch, seq_len)` contexts
+    # The second-fastest round's fastest call over `min_s`, less 1 (0 for one round): how
+    # closely another round reproduced the time the fit uses, a floor under any model's error.
+    spread: float = 0.0
 
 
 @dataclass
@@ -216,9 +219,10 @@ def run_profile(model: ModelConfig, mode: str | ProfileMode = "quick", *,
                 time_calls(functools.partial(run, cand), mode.repeats, mode.max_point_s))
         bar(done, total,
             f"round {round_index + 1}: {_label(phase, ragged)} B={batch} T={seq_len}")
-    samples = [Sample(phase, name, batch, seq_len, min(t[0] for t in times),
-                      min(t[1] for t in times), ragged)
-               for (phase, name, batch, seq_len, ragged), times in timings.items()]
+    samples = [Sample(phase, name, batch, seq_len, min(t[0] for t in times), fastest[0],
+                      ragged, fastest[1] / fastest[0] - 1 if len(fastest) > 1 else 0.0)
+               for (phase, name, batch, seq_len, ragged), times in timings.items()
+               for fastest in [sorted(t[1] for t in times)]]
     gemm = profile_gemm(model, mode.gemm_tokens, repeats=mode.repeats, rng=rng)  # ~1 s
     return ProfileResult(model=model, dims=dims, mode=mode.name, samples=samples, gemm=gemm,
                          fingerprint=machine_fingerprint(), duration_s=time.perf_counter() - start,

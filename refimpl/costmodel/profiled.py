@@ -46,6 +46,7 @@ def build_profiled_table(result: ProfileResult, hardware: HardwareSpec,
             "num_samples": len(result.samples), "skipped": [list(s) for s in result.skipped],
             "heldout_mape": {p: e.mape for p, e in model.errors.items()},
             "baseline_mape": {p: e.baseline_mape for p, e in model.errors.items()},
+            "heldout_spread": {p: e.spread for p, e in model.errors.items()},
             # (measured, predicted, baseline) seconds of each held-out sample: the residuals
             "heldout_s": {p: [list(t) for t in e.heldout_s] for p, e in model.errors.items()},
             "cache_bytes": {p: None if math.isinf(c) else c for p, c in model.cache_bytes.items()}}

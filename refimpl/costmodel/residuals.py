@@ -14,7 +14,7 @@ __all__ = ["plot_residuals"]
 def plot_residuals(info: dict, path: str | Path) -> Path:
     """Write a PNG of predicted / measured - 1 against measured time, a panel per phase (and one
     for ragged decode shapes, if profiled), from a profiled table's `info` (its `heldout_s` and
-    `heldout_mape` entries)."""
+    `heldout_mape` entries; a band of its `heldout_spread`, the measurements' own noise)."""
     from matplotlib.figure import Figure
 
     keys = [k for k in ERROR_KEYS if k in info["heldout_s"] or k != ERROR_KEYS[-1]]
@@ -30,6 +30,10 @@ def plot_residuals(info: dict, path: str | Path) -> Path:
             ax.scatter(measured, 100 * (values / measured - 1), marker=marker, s=22,
                        label=f"{label}: MAPE {100 * mape:.1f}%")
         ax.axhline(0.0, color="0.3", linewidth=0.8)
+        spread = info.get("heldout_spread", {}).get(phase, float("nan"))  # older tables: none
+        if np.isfinite(spread):
+            ax.axhspan(-100 * spread, 100 * spread, color="0.5", alpha=0.15,
+                       label=f"round-to-round spread: {100 * spread:.1f}%")
         if len(measured):
             ax.set_xscale("log")
         ax.set_title(f"{phase} ({len(measured)} held-out points)")

@@ -3,6 +3,7 @@ held-out MAPE per phase."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -68,6 +69,17 @@ def test_noise_shows_in_the_held_out_error():
         assert error.mape == pytest.approx(np.mean([abs(p / m - 1) for m, p, _ in error.heldout_s]))
         assert error.baseline_mape == pytest.approx(
             np.mean([abs(b / m - 1) for m, _, b in error.heldout_s]))
+
+
+def test_the_held_out_spread_is_the_mean_spread_of_the_held_out_samples():
+    cands, samples = _samples(noise=0.0)
+    samples = [dataclasses.replace(s, spread=1e-3 * i**2) for i, s in enumerate(samples)]
+    model = fit_latency(samples, cands, DIMS, HW)
+    for phase in PHASES:
+        mine = [s for s in samples if s.phase == phase]
+        held = [s.spread for s, h in zip(mine, fit._held_out(mine), strict=True) if h]
+        assert model.errors[phase].spread == pytest.approx(np.mean(held))
+        assert model.errors[phase].spread != pytest.approx(np.mean([s.spread for s in mine]))
 
 
 def test_without_the_cache_term_the_held_out_points_past_the_cache_are_missed(monkeypatch):

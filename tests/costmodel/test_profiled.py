@@ -89,7 +89,7 @@ def test_without_a_table_measured_hardware_falls_back_on_the_roofline(monkeypatc
     assert isinstance(step_time_model(TINY, measured), RooflineStepModel)
 
 
-def test_each_point_keeps_its_fastest_call_over_the_rounds(monkeypatch):
+def test_each_point_keeps_its_fastest_call_and_spread_over_the_rounds(monkeypatch):
     from refimpl.costmodel import profile
     from refimpl.costmodel.candidates import AttentionDims
 
@@ -103,10 +103,11 @@ def test_each_point_keeps_its_fastest_call_over_the_rounds(monkeypatch):
 
     def timings(call, repeats, max_total_s):  # (median, fastest); the second round is quiet
         calls.append(call)
-        return (2.0, 1.0) if (len(calls) - 1) // per_round == 1 else (5.0, 4.0)
+        return {1: (2.0, 1.0), 2: (3.0, 1.5)}.get((len(calls) - 1) // per_round, (5.0, 4.0))
 
     monkeypatch.setattr(profile, "time_calls", timings)
     result = run_profile(TINY, "quick", progress=False)
     assert len(calls) == 3 * per_round
     assert len(result.samples) == per_round
     assert all(s.min_s == 1.0 and s.time_s == 2.0 for s in result.samples)
+    assert all(s.spread == pytest.approx(0.5) for s in result.samples)  # 1.5 / 1.0 - 1
