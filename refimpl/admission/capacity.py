@@ -130,18 +130,18 @@ def kv_projection(s, ints, floats, i, output, page_size):
 def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
     """(slack of request `i`'s first token against its TTFT target if admitted now with
     `output` tokens, the work ahead of it counted `1 / margin` times, less its class's
-    lateness; 1 if it would push an on-time admitted prompt late; its decode share; the
-    slack left once it also waited for KV pages, +inf when they are there, -inf when none
-    are seen coming back; the same for a slot under the policy's `max_running`; the KV
-    projection with it) (module doc). Notes the prediction in
-    `s.prediction`."""
+    lateness; the same slack with the work ahead counted once; 1 if it would push an
+    on-time admitted prompt late; its decode share; the slack left once it also waited for
+    KV pages, +inf when they are there, -inf when none are seen coming back; the same for a
+    slot under the policy's `max_running`; the KV projection with it) (module doc). Notes
+    the prediction in `s.prediction`."""
     f, cached = s.fparams, s.cached
     load = decode_load(f, ints, floats, i, output)
     tpot = floats[TPOT_SLO, i] if output >= 2 else np.inf
     share_with = decode_share(s, load, tpot)
     deadline = floats[ARRIVAL, i] + floats[TTFT_SLO, i]
     if share_with >= 1.0:
-        return -np.inf, 0, share_with, np.inf, np.inf, 0
+        return -np.inf, -np.inf, 0, share_with, np.inf, np.inf, 0
     # model prompt seconds per second: while its prompt waits and runs the newcomer does not
     # decode yet, so its own decode load slows only the prompts after it
     # (both > 0: the decodes leave room, share_with < 1)
@@ -176,6 +176,7 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
     late = lateness_s(s, ints, floats, floats[TTFT_SLO, i], first_token - now, now)
     slack = deadline - late - (now + tick + wait_s(ahead / margin + own, rate_own,
                                                    tighter_rate, tighter_work / margin))
+    point_slack = deadline - late - first_token
     harm = 0
     if num_later > 0 and slack >= 0:
         harm = _delays_on_time(s, ints, floats, num_later, ahead + own, own, now + tick,
@@ -202,7 +203,7 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
         slot_slack = deadline - late - after
         first_token = max(first_token, after) if after < np.inf else first_token
     s.prediction[S.DECIDED_S, i], s.prediction[S.FIRST_TOKEN_S, i] = now, first_token
-    return slack, harm, share_with, kv_slack, slot_slack, projected
+    return slack, point_slack, harm, share_with, kv_slack, slot_slack, projected
 
 
 @inline_kernel

@@ -48,7 +48,7 @@ class AdmissionConfig:
     min_capped_tokens: int = 16  # a cap shorter than this rejects instead of degrading
     low_priority_margin: float = 0.8  # low priority: the work ahead of it counts 1/this times
     decode_cap: float = 0.95  # the most of the machine admitted decodes may take
-    max_queue: int = 64  # requests the admission queue holds
+    max_queue: int = 256  # requests the admission queue holds
     min_observations: int = 20  # steps before the calibration is trusted
     rate_horizon_s: float = 10.0  # arrivals' prompt work is averaged over about this long
     lateness_quantile: float = 0.5  # first tokens later than predicted: plan for this share

@@ -402,7 +402,7 @@ def test_under_deadline_order_tighter_arrivals_take_the_slots_that_free_first(bo
 
     def slot_slack():
         return C.assess(gate.state, a.ints, a.floats, 4, 1.0, 50, 1.0, a.kv.page_size,
-                        a.kv.num_pages)[4]
+                        a.kv.num_pages)[5]
 
     # the tight class has been arriving at two requests a second (20 over the 10 s horizon),
     # faster than slots free: its arrivals, due first, take them until the newcomer's
@@ -415,3 +415,27 @@ def test_under_deadline_order_tighter_arrivals_take_the_slots_that_free_first(bo
     gate.state.class_requests[:] = 0.0  # as if that class took no slots
     without = slot_slack()
     assert without > 25.0 and with_tighter < 0
+
+
+def test_a_queued_low_priority_request_waits_until_its_own_prompt_could_not_be_on_time(
+        bound_gate):
+    # 30 prompts due at 1.0 s ahead of a low-priority one due at 1.11 s: on time by the point
+    # estimate, late by the margin, so it is queued; nothing is served while it waits
+    requests = ([Request(i, 0.0, 2000, 20, slo=SLO(1.0, 0.1)) for i in range(30)]
+                + [Request(30, 0.01, 2000, 20, slo=SLO(1.1, 0.1), priority=1),
+                   Request(31, 0.01, 2000, 20, slo=SLO(1.1, 0.1), priority=1)])
+    gate = bound_gate(requests)
+    for i in range(30):
+        assert gate.on_arrival(i, 0.0).action is Action.ACCEPT
+    for i in (30, 31):
+        decision = gate.on_arrival(i, 0.01)
+        assert (decision.action, decision.reason) == (Action.QUEUE, "ttft_capacity")
+    # at 0.5 s the work ahead still waits: late by the point estimate too, yet its own prompt
+    # would still be on time, so neither it nor the one queued behind it is refused
+    gate.state.counts[S.FREED] = 1
+    assert gate.poll(0.5) == [] and gate.num_queued() == 2
+    # past the point where its prompt alone could be on time, both are refused
+    gate.state.counts[S.FREED] = 1
+    left = gate.poll(1.1)
+    assert [(i, d.action, d.reason) for i, d in left] == [
+        (30, Action.REJECT, "queue_timeout"), (31, Action.REJECT, "queue_timeout")]

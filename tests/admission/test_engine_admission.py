@@ -51,6 +51,27 @@ def test_under_pressure_low_priority_gives_way_first(admitted_engine, burst):
     assert low > high
 
 
+def test_a_low_priority_request_the_margin_alone_would_refuse_waits_and_is_served(
+        admitted_engine, make_engine):
+    from refimpl.config.slo import SLO
+
+    # 30 prompts due at 1.0 s take about 0.93 s: a low-priority one due at 1.11 s is on time
+    # by the point estimate and late with the work ahead counted 1/0.8 times
+    def requests():
+        return ([Request(i, 0.0, 2000, 20, slo=SLO(1.0, 0.1)) for i in range(30)]
+                + [Request(30, 0.01, 2000, 20, slo=SLO(1.1, 0.1), priority=1)])
+
+    ungated = make_engine("slo", num_pages=40_000).run(requests()).requests
+    assert ungated.first_token_s[30] <= 1.11  # refusing it would be a false reject
+    engine = admitted_engine(num_pages=40_000)
+    run = engine.run(requests())
+    assert run.requests.reason[30] == "completed"
+    assert run.requests.first_token_s[30] <= 1.11
+    assert summarize(run.requests, run.steps)["admission_by_decision"] == {
+        "accept": 31, "queue:ttft_capacity": 1}
+    _ended_cleanly(engine, run, 31)
+
+
 def test_above_the_watermark_long_low_priority_requests_are_capped(admitted_engine):
     # 3 requests of 8,000 tokens reach their peaks, 1,500 of 2,000 pages, within the late
     # ones' lives; a 4,000-token one would push the peak to 87.5%, over the 85% watermark.
