@@ -66,7 +66,7 @@ from refimpl.sched.table import (
     TTFT_SLO,
 )
 
-__all__ = ["assess", "kv_projection", "tighter_arrivals"]
+__all__ = ["assess", "is_low_priority", "kv_projection", "tighter_arrivals"]
 
 
 @kernel
@@ -90,6 +90,12 @@ def tighter_arrivals(s, floats, i, now):
             work += s.class_work_s[c] * decay * due
             requests += s.class_requests[c] * decay * due
     return rate, work, request_rate, requests
+
+
+@inline_kernel
+def is_low_priority(s, ints, i):
+    """Whether request `i` is of low priority (`AdmissionConfig.low_priority` or above)."""
+    return ints[PRIORITY, i] >= s.iparams[S.LOW_PRIORITY]
 
 
 @inline_kernel
@@ -121,7 +127,7 @@ def kv_projection(s, ints, floats, i, output, page_size):
         grown = ints[PROMPT, j] + ints[GENERATED, j] + int(life / floats[TPOT_SLO, j])
         pages = min(s.pages[j], kvm.pages_for(grown, page_size))
         total += pages
-        if ints[PRIORITY, j] >= s.iparams[S.LOW_PRIORITY]:
+        if is_low_priority(s, ints, j):
             low += pages
     return total, low
 
@@ -186,7 +192,7 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
     # high-priority request the low-priority ones' pages are room too, since the ladder's
     # later rungs (cap, quantize, spill, preempt) take from them first
     projected, low = kv_projection(s, ints, floats, i, output, page_size)
-    is_low = ints[PRIORITY, i] >= s.iparams[S.LOW_PRIORITY]
+    is_low = is_low_priority(s, ints, i)
     short = projected - (0 if is_low else low) - f[S.WATERMARK] * num_pages
     kv_slack = slot_slack = np.inf
     if short > 0:

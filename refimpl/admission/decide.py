@@ -58,7 +58,7 @@ import numpy as np
 from refimpl._numba import inline_kernel, kernel
 from refimpl.admission import state as S
 from refimpl.admission.calibration import add_class, granularity_s, ttft_class
-from refimpl.admission.capacity import assess
+from refimpl.admission.capacity import assess, is_low_priority
 from refimpl.admission.observe import observe
 from refimpl.admission.rates import decode_load, prompt_rate, remaining_s
 from refimpl.kv import manager as kvm
@@ -130,7 +130,7 @@ def _decide_as_scheduled(s, ints, floats, kv, i, now):
     f, c = s.fparams, s.iparams
     if kv.prefix.enabled:  # (its prompt work is what a prefix cache hit leaves)
         s.cached[i] = kvp.prefix_start(kv, i, ints[COMPUTED, i], ints[PROMPT, i])[0]
-    is_low = ints[PRIORITY, i] >= c[S.LOW_PRIORITY]
+    is_low = is_low_priority(s, ints, i)
     output = ints[MAX_NEW, i]
     total = ints[PROMPT, i] + output
     pages, num_pages = kvm.pages_for(total, kv.page_size), kv.num_pages
@@ -181,12 +181,13 @@ def poll(s, ints, floats, kv, now, gate_out):
         i = s.queue[k]
         if freed:
             action, reason, cap = decide(s, ints, floats, kv, i, now)
-            giving_way = (action == REJECT and reason == TTFT_CAPACITY
-                          and ints[PRIORITY, i] >= s.iparams[S.LOW_PRIORITY])
-            if giving_way and not _too_late(s, ints, floats, i, now):
-                action = QUEUE  # low priority: the tighter work ahead may drain in time
-            elif action == REJECT and reason == TTFT_CAPACITY:
-                reason = QUEUE_TIMEOUT
+            # (queued or refused by the TTFT estimate: a low-priority one gives way)
+            giving_way = reason == TTFT_CAPACITY and is_low_priority(s, ints, i)
+            if action == REJECT and reason == TTFT_CAPACITY:
+                if giving_way and not _too_late(s, ints, floats, i, now):
+                    action = QUEUE  # the tighter work ahead may drain in time
+                else:
+                    reason = QUEUE_TIMEOUT
             # first come, first served: the ones behind a request that still waits wait too
             # (and a poll costs one decision, not one per queued request), but not behind
             # a low-priority one that gives way

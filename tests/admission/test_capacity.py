@@ -439,3 +439,21 @@ def test_a_queued_low_priority_request_waits_until_its_own_prompt_could_not_be_o
     left = gate.poll(1.1)
     assert [(i, d.action, d.reason) for i, d in left] == [
         (30, Action.REJECT, "queue_timeout"), (31, Action.REJECT, "queue_timeout")]
+
+
+def test_a_request_giving_way_does_not_hold_up_the_queue_behind_it(bound_gate):
+    # as above: request 30 is queued, giving way; a patient one queued behind it (put there
+    # by hand) would be accepted, and is, though 30 still waits
+    requests = ([Request(i, 0.0, 2000, 20, slo=SLO(1.0, 0.1)) for i in range(30)]
+                + [Request(30, 0.01, 2000, 20, slo=SLO(1.1, 0.1), priority=1),
+                   Request(31, 0.01, 100, 20, slo=SLO(100.0, 0.1), priority=1)])
+    gate = bound_gate(requests)
+    for i in range(30):
+        gate.on_arrival(i, 0.0)
+    assert gate.on_arrival(30, 0.01).action is Action.QUEUE
+    gate.state.queue[1] = 31
+    gate.state.counts[S.NUM_QUEUED] = 2
+    gate.state.counts[S.FREED] = 1
+    left = gate.poll(0.01)
+    assert [(i, d.action) for i, d in left] == [(31, Action.ACCEPT)]
+    assert gate.num_queued() == 1
