@@ -13,6 +13,10 @@ they leave):
   `rho` (model prompt seconds per second): the wait is then `work / (r - rho)`, a priority
   queue's residual rate, and never more than `(work + W) / r` with `W` all the tighter work
   that can arrive while still due before it.
+  Under deadline order a newcomer whose first token would then be late is predicted with
+  its own prompt in steps stretched to `max_tick_s` (`rates.stretched_rate`), as the `slo`
+  policy stretches a step for the most urgent prompt where it would miss
+  (refimpl.sched.slo.budget): that prompt is this one once the work ahead is done.
   Under deadline order a newcomer also delays every prompt due after it: the gate checks that
   none of those that would be on time is pushed late.
 - **KV pages.** While it lives (its TTFT target, then its output at its TPOT pace) every
@@ -136,7 +140,8 @@ def kv_projection(s, ints, floats, i, output, page_size):
 def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
     """(slack of request `i`'s first token against its TTFT target if admitted now with
     `output` tokens, the work ahead of it counted `1 / margin` times, less its class's
-    lateness; the same slack with the work ahead counted once; 1 if it would push an
+    lateness; the point estimate's slack (the work ahead counted once, no lateness); 1 if it
+    would push an
     on-time admitted prompt late; its decode share; the slack left once it also waited for
     KV pages, +inf when they are there, -inf when none are seen coming back; the same for a
     slot under the policy's `max_running`; the KV projection with it) (module doc). Notes
@@ -170,11 +175,12 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
             num_later += 1
     tick = granularity_s(s)
     first_token = now + tick + wait_s(ahead + own, rate_own, tighter_rate, tighter_work)
-    if deadline_order and ahead == 0.0 and first_token > deadline:
+    if deadline_order and first_token > deadline:
         # a deadline-order policy stretches a step past the decodes' pace for the most
-        # urgent prompt if it would miss (refimpl.sched.slo.budget), as this one is with
-        # none ahead: its chunk's fixed part is paid once a long tick, not once a TPOT
-        rate_own = max(rate_own, stretched_rate(s))
+        # urgent prompt if it would miss (refimpl.sched.slo.budget), as this one is once
+        # the work ahead is done: its chunk's fixed part is paid once a long tick, not once
+        # a TPOT; its work counts as the seconds at the paced rate that take as long
+        own *= rate_own / max(rate_own, stretched_rate(s))
         first_token = now + tick + wait_s(ahead + own, rate_own, tighter_rate, tighter_work)
     # a margin below 1 makes the work ahead weigh more (low priority gives way under load,
     # never when the machine is idle: its own prompt is not scaled); the slack keeps room
@@ -182,7 +188,7 @@ def assess(s, ints, floats, i, now, output, margin, page_size, num_pages):
     late = lateness_s(s, ints, floats, floats[TTFT_SLO, i], first_token - now, now)
     slack = deadline - late - (now + tick + wait_s(ahead / margin + own, rate_own,
                                                    tighter_rate, tighter_work / margin))
-    point_slack = deadline - late - first_token
+    point_slack = deadline - first_token
     harm = 0
     if num_later > 0 and slack >= 0:
         harm = _delays_on_time(s, ints, floats, num_later, ahead + own, own, now + tick,

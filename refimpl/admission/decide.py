@@ -10,13 +10,17 @@ the load grows, and not at all on an idle machine):
 1. `ttft_capacity`: its first token cannot come by its deadline, even admitted now
    (refimpl.admission.capacity.assess): rejected, since waiting cannot bring it sooner.
    A low-priority request that is on time by the point estimate (the work ahead counted
-   once) and late only by the margin **gives way** instead: it is queued while admitted
-   requests run, and once queued it waits until its own prompt alone could no longer be on
-   time, neither holding up the queue behind it nor refused by a later point estimate.
+   once, no lateness allowed for) and late only by the margins (its own, and its class's
+   lateness) **gives way** instead: it is queued while admitted requests run, and once
+   queued it waits until its own prompt alone could no longer be on time, neither holding
+   up the queue behind it nor refused by a later point estimate.
    Why: its margin is a guess at how much tighter work will still jump ahead of it, and the
    guess is wrong both ways in bursts; refused at once, 3.0-3.4% of the arrivals of the
    robustness matrix's chat-batch cells at capacity were false rejects (30 s batch requests
    predicted at 14-23 s that took 16.6-24.7 s ungated); waiting, it learns how the burst ends.
+   The class lateness is such a guess too, learned from first tokens that came late against
+   their predictions: MLPerf's 2 s class on Llama-2-70B was refused for it at predictions of
+   1.1-1.8 s that took 1.3-2.0 s ungated (docs/admission.md, fourth pass).
 2. `kv_watermark`: the KV the admitted requests and it would hold while it lives passes the
    watermark (refimpl.admission.capacity.kv_projection), and the pages it lacks would come
    back too late for its deadline: rejected; or nothing has been seen returning pages yet:
@@ -141,7 +145,7 @@ def _decide_as_scheduled(s, ints, floats, kv, i, now):
     if slack < 0:
         # low priority gives way, it is not turned away: on time by the point estimate, it
         # waits for the work ahead to drain and is refused only once that says it is late
-        return (waits if point_slack >= 0 else REJECT), TTFT_CAPACITY, 0
+        return (waits if is_low and point_slack >= 0 else REJECT), TTFT_CAPACITY, 0
     room = int(f[S.WATERMARK] * num_pages) - (projected - pages)  # what the others leave
     if room < pages and is_low and total >= c[S.LONG_CONTEXT]:
         cap = min(room * kv.page_size - ints[PROMPT, i], output - 1)

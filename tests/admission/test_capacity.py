@@ -152,17 +152,17 @@ def test_a_prompt_late_at_the_decodes_pace_is_predicted_in_stretched_steps_under
                                                                       rel=0.01)
 
 
-def test_behind_another_prompt_a_late_prompt_is_predicted_at_the_decodes_pace():
-    # the stretch serves the most urgent prompt: one due sooner runs first, so the newcomer
-    # behind it gets no stretched prediction
+def test_behind_another_prompt_a_late_prompt_is_predicted_stretched_once_it_is_the_head():
+    # the stretch serves the most urgent prompt: one due sooner (and on time at the decodes'
+    # pace) runs first at that pace, then the newcomer, late at it, in stretched steps
     ahead = Request(8, 0.0, 1000, 20, slo=SLO(ttft_s=0.3, tpot_s=0.1))
     gate = _on_seventy_b("slo", [*_DECODERS, ahead, Request(9, 0.0, 4000, 20,
                                                             slo=SLO(0.4, 0.1))])
-    paced = R.prompt_rate(gate.state, 0.0, np.inf)
-    assert R.stretched_rate(gate.state) > 1.2 * paced
+    paced, stretched = R.prompt_rate(gate.state, 0.0, np.inf), R.stretched_rate(gate.state)
+    assert stretched > 1.2 * paced
     gate.on_arrival(9, 0.0)
-    work = _prompt_s(gate, 1000) + _prompt_s(gate, 4000)
-    assert gate.state.prediction[S.FIRST_TOKEN_S, 9] == pytest.approx(work / paced, rel=0.01)
+    first_token_s = _prompt_s(gate, 1000) / paced + _prompt_s(gate, 4000) / stretched
+    assert gate.state.prediction[S.FIRST_TOKEN_S, 9] == pytest.approx(first_token_s, rel=0.01)
 
 
 def _pair(gate, tokens_a, tokens_b, policy):
@@ -457,3 +457,23 @@ def test_a_request_giving_way_does_not_hold_up_the_queue_behind_it(bound_gate):
     left = gate.poll(0.01)
     assert [(i, d.action) for i, d in left] == [(31, Action.ACCEPT)]
     assert gate.num_queued() == 1
+
+
+def test_a_low_priority_request_late_only_by_its_class_lateness_gives_way(bound_gate):
+    # its class's first tokens came far later than predicted: by that lateness any newcomer
+    # of the class is late; by the point estimate it is on time. A low-priority one is queued
+    # (the lateness is a guess, as its margin is), a high-priority one refused
+    slo = SLO(ttft_s=5.0, tpot_s=0.1)
+    requests = [Request(i, 0.0, 100 * (i + 1), 1, slo=slo) for i in range(8)]
+    requests += [Request(8, 0.0, 100, 20, slo=slo, priority=1),
+                 Request(9, 0.0, 100, 20, slo=slo)]
+    gate = bound_gate(requests, config=AdmissionConfig(min_observations=8))
+    _first_tokens_late(gate, range(8), 1000.0)
+    assert _lateness(gate, 5.0, 0.1) > 5.0
+    slack, point_slack = C.assess(gate.state, gate.ctx.arrays.ints, gate.ctx.arrays.floats, 9,
+                                  0.0, 20, 1.0, gate.ctx.arrays.kv.page_size,
+                                  gate.ctx.arrays.kv.num_pages)[:2]
+    assert slack < 0 <= point_slack
+    low, high = gate.on_arrival(8, 0.0), gate.on_arrival(9, 0.0)
+    assert (low.action, low.reason) == (Action.QUEUE, "ttft_capacity")
+    assert (high.action, high.reason) == (Action.REJECT, "ttft_capacity")

@@ -176,6 +176,26 @@ def test_a_long_prompt_under_a_tight_tpot_gets_a_stretched_step(checked):
     assert (tpot_s[:8] <= 0.03).all()
 
 
+@pytest.mark.parametrize("checked", [True, False])
+def test_a_long_prompt_arriving_with_a_burst_borrows_on_what_quiet_steps_repay(checked):
+    # the same machine and prompt, but the eight 30 ms decodes start with it (arrived 50 ms
+    # before): they have banked nothing, so the stretch rests on the loan alone. Eight
+    # 40-token requests finished first teach the output quantile; most steps were quiet.
+    # Without the loan the prompt is chunked at the decodes' pace: first token at 0.57 s
+    from refimpl.engine import simulate
+
+    requests = [Request(i, 0.002 * i, 100, 40, slo=SLO(1.0, 0.03)) for i in range(8)]
+    requests += [Request(8 + i, 2.0 + 0.002 * i, 100, 200, slo=SLO(1.0, 0.03))
+                 for i in range(8)]
+    requests.append(Request(16, 2.05, 4000, 20, slo=SLO(0.5, 0.1)))
+    policy = CheckedSLOPolicy() if checked else make_policy("slo")
+    records = simulate(requests, policy, model="llama-2-70b", hardware="h100-sxm-x4",
+                       admission=False).requests
+    assert records.first_token_s[16] - records.arrival_s[16] <= 0.5
+    tpot_s = (records.finish_s - records.first_token_s) / (records.num_generated - 1)
+    assert (tpot_s[:16] <= 0.03).all()  # the loan was repaid
+
+
 def test_no_request_starves_under_moderate_load():
     run, _ = serve(synthetic("azure-conv-like", num_requests=400, rate=15.0, seed=2),
                    make_policy("slo"))

@@ -8,7 +8,7 @@ One engine step is one scheduling tick (seed section 6), each part in its own mo
 2. **Tick budget** (`budget`). The tick may last until the tightest decoding request's next
    token is due, stretched to hold every urgent decode and a minimal prompt chunk, and, while
    the most urgent prompt would miss at that pace, the prompt whole, within the decodes'
-   slack on their mean TPOT.
+   slack on their mean TPOT (what they banked, and what quiet steps should bank back).
 3. **Decode window** (`decode`). The bucketed deadline knapsack picks the decode batch under
    the tick's decode time, the free pages and `max_batch`; when urgent decodes still lack
    pages, the least important decoding request is preempted.
@@ -39,7 +39,12 @@ from refimpl.errors import ConfigError
 from refimpl.kv.ladder import LadderConfig, LadderStep
 from refimpl.sched.plan import StepPlan
 from refimpl.sched.policy import PYTHON, SLO, Policy, PolicyContext
-from refimpl.sched.slo.budget import linearise, plan_tick
+from refimpl.sched.slo.budget import (
+    learned_output,
+    learned_quiet_share,
+    linearise,
+    plan_tick,
+)
 from refimpl.sched.slo.compiled import state as C
 from refimpl.sched.slo.decode import choose_decodes
 from refimpl.sched.slo.draft import TickDraft
@@ -93,14 +98,14 @@ class SLOPolicy(Policy):
                  max_tick_s: float = 0.25, min_chunk: int = 64, max_chunk: int = 8192,
                  horizon_ticks: float = 2.0, first_bucket_tokens: int = 512,
                  value_mode: int = VALUE_PER_TIME, lateness_scale_s: float = 0.05,
-                 kv_watermark: float = 0.85, cost_table=None,
+                 kv_watermark: float = 0.85, loan_quantile: float = 0.25, cost_table=None,
                  ladder: LadderConfig | None = LADDER) -> None:
         positive_int("max_batch", max_batch)
         positive_int("min_chunk", min_chunk)
         positive_int("max_chunk", max_chunk)
         positive_int("first_bucket_tokens", first_bucket_tokens)
         for field in ("min_tick_s", "max_tick_s", "horizon_ticks", "lateness_scale_s",
-                      "kv_watermark"):
+                      "kv_watermark", "loan_quantile"):
             positive_real(field, locals()[field])
         if kv_watermark > 1:
             raise ConfigError("kv_watermark", kv_watermark, "is a share of the pool, at most 1")
@@ -109,6 +114,9 @@ class SLOPolicy(Policy):
                               choices=(VALUE_PER_TIME, VALUE_LATENESS))
         if ladder is not None and not isinstance(ladder, LadderConfig):
             raise ConfigError("ladder", ladder, "must be a refimpl.kv.LadderConfig or None")
+        if loan_quantile >= 1:
+            raise ConfigError("loan_quantile", loan_quantile, "is a quantile of the output "
+                              "lengths, between 0 and 1 (both excluded)")
         if min_chunk > max_chunk:
             raise ConfigError("min_chunk", min_chunk, f"must be <= max_chunk={max_chunk}")
         if min_tick_s > max_tick_s:
@@ -117,6 +125,8 @@ class SLOPolicy(Policy):
         self.min_chunk, self.max_chunk, self.horizon_ticks = min_chunk, max_chunk, horizon_ticks
         self.first_bucket_tokens, self.value_mode = first_bucket_tokens, value_mode
         self.lateness_scale_s, self.kv_watermark = lateness_scale_s, kv_watermark
+        # the output quantile a decode borrows step time against (refimpl.sched.slo.budget)
+        self.loan_quantile = loan_quantile
         self.cost_table = cost_table
         self.ladder = ladder  # None: no ladder, only preemption when pages run out
         self._reset()
@@ -128,6 +138,9 @@ class SLOPolicy(Policy):
         self._holding = False  # above the ladder's first watermark when it last ran
         self._actions: Counter[str] = Counter()  # ladder step -> actions committed
         self._drafted: tuple[StepPlan, TickDraft] | None = None  # the last plan, its draft
+        # what the tick budget lends on (refimpl.sched.slo.budget): the share of steps without
+        # a prompt chunk, over `_num_steps` steps, and the loan quantile of the finished outputs
+        self.quiet_share, self.output_quantile, self._num_steps = 0.0, 0.0, 0
 
     # ---- Policy protocol ---------------------------------------------------------------------
     def bind(self, ctx: PolicyContext) -> None:
@@ -230,10 +243,15 @@ class SLOPolicy(Policy):
             if i in requeued and i not in again:
                 self.prefill.push(i, prefill_key(requests, i, int(computed[i])))
         self.prefill.take(i for i in prefilled if i not in requeued)
+        self._num_steps += 1
+        self.quiet_share = learned_quiet_share(self.quiet_share, not plan.prefill,
+                                               self._num_steps)
         decoded = np.asarray(plan.decode, np.int64)
         ended = status[decoded] >= FINISHED
         for i in decoded[ended].tolist():
             self.decode.remove(i)
+            self.output_quantile = learned_output(self.output_quantile, int(generated[i]),
+                                                  self.loan_quantile)
         decoded = decoded[~ended]
         self.decode.update_rows(decoded, next_token_deadlines_s(requests, decoded),
                                 computed[decoded])

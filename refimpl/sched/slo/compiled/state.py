@@ -30,13 +30,16 @@ from refimpl.sched.table import ARRIVAL, GENERATED, LAST_TOKEN, MAX_NEW, PROMPT,
 __all__ = ["SLOState", "for_policy", "new_slo_state", "no_slo_state"]
 
 MAX_HEADS = 64  # refimpl.sched.slo.prefill.MAX_HEADS
-# Entries of `SLOState.ip` (int parameters) and `fp` (float parameters).
+# Entries of `SLOState.ip` (int parameters) and `fp` (float parameters, then from LAST_BUDGET
+# on what the tick keeps between steps: the last budget, and what the budget lends on, as
+# `SLOPolicy.quiet_share`, `.output_quantile` and the steps seen).
 (MAX_BATCH, MIN_CHUNK, MAX_CHUNK, FIRST_BUCKET, VALUE_MODE, HAS_LADDER, LOW_PRIORITY,
  LONG_CONTEXT, QUANTIZE_FACTOR, HAS_PICKS) = range(10)
 NUM_IP = 10
 (MIN_TICK, MAX_TICK, HORIZON, LATENESS, WATERMARK, QUEUE_NEW_ABOVE, CAP_ABOVE,
- QUANTIZE_ABOVE, SPILL_ABOVE, PREEMPT_ABOVE, BASE_S, C_SEQ, C_KV, LAST_BUDGET) = range(14)
-NUM_FP = 14
+ QUANTIZE_ABOVE, SPILL_ABOVE, PREEMPT_ABOVE, BASE_S, C_SEQ, C_KV, LOAN_QUANTILE, LAST_BUDGET,
+ QUIET_SHARE, OUTPUT_QUANTILE, NUM_STEPS) = range(18)
+NUM_FP = 18
 # Entries of `SLOState.st` (the state's counters); COUNTS.. are the ladder's, by step code.
 (HEAP_LEN, DEC_HI, DEC_COUNT, FREE_TOP, SPILL_HEAD, SPILL_LEN, HOLDING, EPOCH, PJ_FREE, PJ_CPU,
  PJ_TOUCHED, COUNTS) = range(12)
@@ -124,10 +127,11 @@ def for_policy(policy, ints: np.ndarray, picks, costs, ladder) -> tuple[SLOState
         ladder.long_context_tokens, ladder.quantize_factor, policy.cost_table is not None)
     fp = np.zeros(NUM_FP)
     fp[[MIN_TICK, MAX_TICK, HORIZON, LATENESS, WATERMARK, QUEUE_NEW_ABOVE, CAP_ABOVE,
-        QUANTIZE_ABOVE, SPILL_ABOVE, PREEMPT_ABOVE, BASE_S, C_SEQ, C_KV]] = (
+        QUANTIZE_ABOVE, SPILL_ABOVE, PREEMPT_ABOVE, BASE_S, C_SEQ, C_KV, LOAN_QUANTILE]] = (
         policy.min_tick_s, policy.max_tick_s, policy.horizon_ticks, policy.lateness_scale_s,
         policy.kv_watermark, ladder.queue_new_above, ladder.cap_above, ladder.quantize_above,
-        ladder.spill_above, ladder.preempt_above, costs.base_s, costs.c_seq_s, costs.c_kv_s)
+        ladder.spill_above, ladder.preempt_above, costs.base_s, costs.c_seq_s, costs.c_kv_s,
+        policy.loan_quantile)
     names: list[str] = []
     codes: dict[str, int] = {}
 

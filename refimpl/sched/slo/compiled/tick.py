@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from refimpl._numba import kernel
 from refimpl.kv.manager import COUNTER_SPILLED as SPILLED
 from refimpl.kv.manager import num_free_pages
 from refimpl.sched import plan as p
-from refimpl.sched.slo.budget import stretch_s
+from refimpl.sched.slo.budget import (
+    decode_slack_s,
+    learned_output,
+    learned_quiet_share,
+    stretch_s,
+)
 from refimpl.sched.slo.compiled.decode import _preempt_outside
 from refimpl.sched.slo.compiled.prefill import _choose_prefill, _partial_victim, _step_s
 from refimpl.sched.slo.compiled.pressure import _relieve, _requeue
@@ -28,15 +31,19 @@ from refimpl.sched.slo.compiled.state import (
     HORIZON,
     LAST_BUDGET,
     LATENESS,
+    LOAN_QUANTILE,
     MAX_BATCH,
     MAX_CHUNK,
     MAX_TICK,
     MIN_CHUNK,
     MIN_TICK,
+    NUM_STEPS,
+    OUTPUT_QUANTILE,
     PJ_CPU,
     PJ_FREE,
     PJ_TOUCHED,
     QUEUE_NEW_ABOVE,
+    QUIET_SHARE,
     SPILL_LEN,
     VALUE_MODE,
     _deadline,
@@ -83,7 +90,7 @@ def _pick_kernels(out, buckets, counts, pick_decode, pick_prefill, count, sizes,
 
 
 @kernel
-def _stretch(s, coefficients, ints, floats, budget_s, tick_s, urgent_s, base_s, now):
+def _stretch(s, coefficients, ints, floats, est_s, budget_s, tick_s, urgent_s, base_s, now):
     """The budget, stretched while the most urgent prompt would miss its deadline at the
     decodes' per-token pace, as far as their mean-pace slack reaches."""
     h = s.heap[0]
@@ -94,12 +101,9 @@ def _stretch(s, coefficients, ints, floats, budget_s, tick_s, urgent_s, base_s, 
     wanted_s = stretch_s(budget_s, tick_s, urgent_s, base_s, whole_s, s.key_deadline[h], now)
     if wanted_s <= 0:
         return budget_s
-    slack = np.inf
-    for slot in range(s.st[DEC_HI]):
-        if s.active[slot]:
-            i = s.rows[slot]
-            slack = min(slack, floats[FIRST_TOKEN, i] + ints[GENERATED, i] * floats[TPOT_SLO, i]
-                        - now)
+    slack = decode_slack_s(s.rows, s.active, s.st[DEC_HI], est_s, floats[FIRST_TOKEN],
+                           ints[GENERATED], floats[TPOT_SLO], now, base_s, s.fp[QUIET_SHARE],
+                           s.fp[OUTPUT_QUANTILE])
     return max(budget_s, min(wanted_s, slack, s.fp[MAX_TICK]))
 
 
@@ -131,8 +135,8 @@ def plan_slo(s, coefficients, ints, floats, kv, entries, sizes, kernels, now):
                      - base_s) if waiting else 0.0
         budget_s = max(tick_s, base_s + urgent_s * (1 + 1e-9) + reserve_s)
         if waiting and st[DEC_COUNT] > 0:
-            budget_s = _stretch(s, coefficients, ints, floats, budget_s, tick_s, urgent_s,
-                                base_s, now)
+            budget_s = _stretch(s, coefficients, ints, floats, est_s, budget_s, tick_s,
+                                urgent_s, base_s, now)
         window_s = budget_s - reserve_s - base_s
         count = decode_pages = 0
         while st[DEC_COUNT] > 0:  # the batch; again after each preemption urgent ones need
@@ -183,6 +187,9 @@ def slo_update(s, ints, floats, entries, sizes):
     heap, pos, key_deadline, key_left, st = s.heap, s.pos, s.key_deadline, s.key_left, s.st
     slot_of, deadline_s, context = s.slot_of, s.deadline_s, s.context
     num_prefill = sizes[p.NUM_PREFILL]
+    fp = s.fp
+    fp[NUM_STEPS] += 1
+    fp[QUIET_SHARE] = learned_quiet_share(fp[QUIET_SHARE], num_prefill == 0, fp[NUM_STEPS])
     for k in range(num_prefill):  # prompts computed: out of the queue, back in below
         i = entries[p.PREFILL, k]
         if pos[i] >= 0:
@@ -191,6 +198,8 @@ def slo_update(s, ints, floats, entries, sizes):
         i = entries[p.DECODE, k]
         if ints[STATUS, i] >= FINISHED:
             _decode_remove(s, i)
+            fp[OUTPUT_QUANTILE] = learned_output(fp[OUTPUT_QUANTILE], ints[GENERATED, i],
+                                                 fp[LOAN_QUANTILE])
         else:
             slot = slot_of[i]
             deadline_s[slot] = _deadline(ints, floats, i)
