@@ -158,22 +158,29 @@ def test_no_new_prompt_starts_while_the_decode_set_is_full(checked):
     assert set(run.requests.status) == {"finished"}
 
 
+def _assert_prompt_on_time_and_decodes_paced(requests, checked):
+    """Serve `requests` on Llama-2-70B over four H100s, ungated: the last one (a long prompt
+    due in 0.5 s) gets its first token in time and every other keeps its 30 ms mean TPOT."""
+    from refimpl.engine import simulate
+
+    policy = CheckedSLOPolicy() if checked else make_policy("slo")
+    records = simulate(requests, policy, model="llama-2-70b", hardware="h100-sxm-x4",
+                       admission=False).requests
+    last = len(requests) - 1
+    assert records.first_token_s[last] - records.arrival_s[last] <= 0.5
+    tpot_s = (records.finish_s - records.first_token_s) / (records.num_generated - 1)
+    assert (tpot_s[:last] <= 0.03).all()
+
+
 @pytest.mark.parametrize("checked", [True, False])
 def test_a_long_prompt_under_a_tight_tpot_gets_a_stretched_step(checked):
     # Llama-2-70B on four H100s, eight decodes at 30 ms TPOT (each step 21 ms), then a
     # 4,000-token prompt with 500 ms to its first token (0.3 s of work): chunked into 30 ms
     # ticks it pays the chunk's fixed part (12 ms) every tick and takes 0.59 s; a step
     # stretched on the decodes' banked slack serves it in time, their mean TPOT kept
-    from refimpl.engine import simulate
-
     requests = [Request(i, 0.002 * i, 100, 200, slo=SLO(1.0, 0.03)) for i in range(8)]
     requests.append(Request(8, 1.0, 4000, 20, slo=SLO(0.5, 0.1)))
-    policy = CheckedSLOPolicy() if checked else make_policy("slo")
-    records = simulate(requests, policy, model="llama-2-70b", hardware="h100-sxm-x4",
-                       admission=False).requests
-    assert records.first_token_s[8] - records.arrival_s[8] <= 0.5
-    tpot_s = (records.finish_s - records.first_token_s) / (records.num_generated - 1)
-    assert (tpot_s[:8] <= 0.03).all()
+    _assert_prompt_on_time_and_decodes_paced(requests, checked)
 
 
 @pytest.mark.parametrize("checked", [True, False])
@@ -182,18 +189,11 @@ def test_a_long_prompt_arriving_with_a_burst_borrows_on_what_quiet_steps_repay(c
     # before): they have banked nothing, so the stretch rests on the loan alone. Eight
     # 40-token requests finished first teach the output quantile; most steps were quiet.
     # Without the loan the prompt is chunked at the decodes' pace: first token at 0.57 s
-    from refimpl.engine import simulate
-
     requests = [Request(i, 0.002 * i, 100, 40, slo=SLO(1.0, 0.03)) for i in range(8)]
     requests += [Request(8 + i, 2.0 + 0.002 * i, 100, 200, slo=SLO(1.0, 0.03))
                  for i in range(8)]
     requests.append(Request(16, 2.05, 4000, 20, slo=SLO(0.5, 0.1)))
-    policy = CheckedSLOPolicy() if checked else make_policy("slo")
-    records = simulate(requests, policy, model="llama-2-70b", hardware="h100-sxm-x4",
-                       admission=False).requests
-    assert records.first_token_s[16] - records.arrival_s[16] <= 0.5
-    tpot_s = (records.finish_s - records.first_token_s) / (records.num_generated - 1)
-    assert (tpot_s[:16] <= 0.03).all()  # the loan was repaid
+    _assert_prompt_on_time_and_decodes_paced(requests, checked)  # the loan was repaid
 
 
 def test_no_request_starves_under_moderate_load():
