@@ -39,11 +39,14 @@ from typing import Any, ClassVar
 
 import numba
 from numba.core import caching
+from numba.core import types as nb_types
+from numba.core.registry import CPUDispatcher
 
 _PACKAGE_ROOT = Path(__file__).resolve().parent
 
 __all__ = [
     "FAST_FLOAT_FLAGS",
+    "KernelDispatcher",
     "KernelPair",
     "cache_enabled",
     "inline_kernel",
@@ -182,6 +185,25 @@ def _cached(dispatcher):
 FAST_FLOAT_FLAGS = frozenset({"reassoc", "contract"})
 
 
+class KernelDispatcher(CPUDispatcher):
+    """Numba's CPU dispatcher, compiling a kernel called from compiled code once per argument
+    types, not once more per constant passed.
+
+    Numba types a constant argument (`end_request(..., REJECTED, ...)`) as its value,
+    `Literal[int](4)`, and a counter started at 0 before a loop (`next_arrival` in the serving
+    loop) as `Literal[int](0)` on type inference's first pass, and compiles the callee for
+    each: a cold serving loop compiled `assess`, `_choose_prefill`, the gate's `arrive` and
+    `decide` twice each and `end_request` eight times. The literals give Numba nothing our
+    kernels use, so the callee is typed by the plain types (`int64`) alone.
+    """
+
+    def get_call_template(self, args, kws):
+        """Numba's template for the call, for `args` and `kws` without their literal values."""
+        return super().get_call_template(
+            tuple(nb_types.unliteral(a) for a in args),
+            {name: nb_types.unliteral(a) for name, a in kws.items()})
+
+
 def kernel(fn: Callable[..., Any] | None = None, *, fast_float: bool = False,
            calls_python: bool = False):
     """Compile `fn` lazily as a serial, cached, nopython kernel (`@kernel`,
@@ -189,7 +211,8 @@ def kernel(fn: Callable[..., Any] | None = None, *, fast_float: bool = False,
     blocks, or calling such a kernel)."""
     if fn is None:
         return functools.partial(kernel, fast_float=fast_float, calls_python=calls_python)
-    return _cached(numba.njit(**_options(fast_float, calls_python))(fn))
+    options = {"nopython": True, "boundscheck": None, **_options(fast_float, calls_python)}
+    return _cached(KernelDispatcher(py_func=fn, locals={}, targetoptions=options))
 
 
 def inline_kernel(fn: Callable[..., Any] | None = None, *, fast_float: bool = False):

@@ -7,6 +7,7 @@ import pickle
 import subprocess
 import sys
 
+import numba
 import numpy as np
 import pytest
 
@@ -61,6 +62,30 @@ def test_fast_float_uses_only_reassociation_and_contraction_and_numpys_error_mod
     pair = _numba.kernel_pair(fast_float=True)(_total)
     values = np.arange(1000, dtype=np.float64)
     assert pair.serial(values) == pair.parallel(values) == values.sum()
+
+
+def _add(x, k):
+    return x + k
+
+
+def _calls_with_constants(add):
+    def calls(x):
+        n = 0  # a counter started at a constant: Literal[int](0) on inference's first pass
+        for i in range(3):
+            n = add(n, i)
+        return add(x, 0) + add(x, 3) + n
+    return calls
+
+
+def test_a_kernel_called_with_constants_compiles_once_for_their_plain_types(monkeypatch):
+    monkeypatch.setenv("REFIMPL_NUMBA_CACHE", "0")  # test-local functions: nothing to cache
+    add = _numba.kernel(_add)
+    assert _numba.kernel(_calls_with_constants(add))(1) == 8
+    assert [str(s) for s in add.signatures] == ["(int64, int64)"]
+    # what plain Numba does, and the kernel decorator exists to avoid: a build per constant
+    plain = numba.njit(_add)
+    assert numba.njit(_calls_with_constants(plain))(1) == 8
+    assert len(plain.signatures) == 4
 
 
 _THREAD_IDS_MODULE = '''

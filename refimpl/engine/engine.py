@@ -92,7 +92,7 @@ def prepare_loop() -> float:
     from, so no two processes compile it at once."""
     if loop_ready():
         return 0.0
-    print("preparing the serving loop (compiled once per machine, about three minutes; then "
+    print("preparing the serving loop (compiled once per machine, about two minutes; then "
           "loaded from Numba's cache) ...", end=" ", file=sys.stderr, flush=True)
     seconds = warm_up()
     print(f"{seconds:.1f} s", file=sys.stderr)
