@@ -50,6 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run on the real engine (and the simulated clock) and report."""
     from refimpl.cli._serve import report
+    from refimpl.engine import prepare_loop
     from refimpl.engine.run import CPU_LENGTH_SCALE
     from refimpl.engine.run import run as run_real
     from refimpl.metrics.table import format_fidelity
@@ -63,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     if slo_set is not None:
         workload = assign_slo_set(workload, slo_set, seed=args.seed)
     show = sys.stderr.isatty()
+    prepare_loop()  # said on the terminal: a new machine's first run compiles the loop here
     results = {}
     for name in policies:
         results[name] = run_real(

@@ -46,3 +46,25 @@ def test_run_caches_a_traces_shared_prefixes(tmp_path):
     report = json.loads(path.read_text())
     assert report["settings"]["prefix_cache"] is True
     assert report["policies"]["vllm"]["prefix_hit_blocks"] == 3 * 2
+
+
+def test_run_prepares_the_serving_loop_on_the_terminal_before_serving(monkeypatch):
+    import importlib
+
+    import refimpl.engine
+
+    engine_run = importlib.import_module("refimpl.engine.run")  # (the package names `run` too)
+
+    class Prepared(Exception):
+        pass
+
+    def prepare_loop():
+        raise Prepared
+
+    def run_real(*args, **kwargs):
+        raise AssertionError("served before the loop was prepared")
+
+    monkeypatch.setattr(refimpl.engine, "prepare_loop", prepare_loop)
+    monkeypatch.setattr(engine_run, "run", run_real)
+    with pytest.raises(Prepared):
+        main(["run", "--num-requests", "2", "--policy", "vllm"])
