@@ -59,15 +59,16 @@ def step_grid(max_context: int) -> list[tuple[list[tuple[int, int]], list[int]]]
 
 
 def profile_steps(model: LlamaModel, *, page_size: int = 16, repeats: int = 5,
-                  progress: Callable[[int, int], None] | None = None) -> StepProfile:
+                  progress: Callable[..., None] | None = None) -> StepProfile:
     """Time `model.step` over `step_grid` (BLAS on one thread, as a run has it), fit a
-    `LinearStepModel`, hold every fourth shape out and report its error."""
+    `LinearStepModel`, hold every fourth shape out and report its error; `progress(done,
+    total[, detail])` hears of each pass, and of the first calls before them."""
     with threadpool_limits(limits=BLAS_THREADS, user_api="blas"):
         return _profile(model, page_size, repeats, progress)
 
 
 def _profile(model: LlamaModel, page_size: int, repeats: int,
-             progress: Callable[[int, int], None] | None) -> StepProfile:
+             progress: Callable[..., None] | None) -> StepProfile:
     shapes = step_grid(model.config.max_context)
     most = max(sum(-(-(t + s) // page_size) for t, s in chunks)
                + sum(-(-c // page_size) for c in contexts) for chunks, contexts in shapes)
@@ -75,6 +76,8 @@ def _profile(model: LlamaModel, page_size: int, repeats: int,
     started = time.perf_counter()
     steps = [_slices(model.config.vocab_size, page_size, chunks, contexts)
              for chunks, contexts in shapes]
+    if progress is not None:  # a new machine compiles the attention kernels here (~6 s)
+        progress(0, repeats, "first calls: kernels compile or load")
     for seqs in steps:
         model.step(storage, seqs)  # warm: the first call of a shape compiles or pages in
     # Whole passes over the grid, `repeats` times: a shape's mean then spans the run, so a
