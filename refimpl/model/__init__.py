@@ -2,7 +2,8 @@
 
 `LlamaConfig` (shape and presets), `LlamaWeights` (float32 arrays; random, or a local Hugging
 Face checkpoint folder), `reference_logits` (the plain NumPy oracle) and `LlamaModel.step`
-(one engine step of many sequences over `KVStorage` pages). Importing `refimpl.model.config`
+(one engine step of many sequences over `KVStorage` pages); `warm_up_kernels` makes
+every attention kernel's first call before serving. Importing `refimpl.model.config`
 alone stays cheap; the forward pass imports the kernels (Numba) when first used.
 """
 
@@ -15,6 +16,7 @@ _LAZY = {
     "reference_logits": "refimpl.model.reference",
     "LlamaModel": "refimpl.model.forward",
     "SeqSlice": "refimpl.model.plan",
+    "warm_up_kernels": "refimpl.model.warm_up",
 }
 
 __all__ = ["LLAMA_PRESETS", "LlamaConfig", *_LAZY]

@@ -207,7 +207,7 @@ def test_the_plans_kernel_picks_are_the_tiles_that_run():
     step = model.step
 
     def spy(storage, seqs, *, tiles=None):
-        seen.append(tiles)
+        seen.append(tiles or {})  # None: the kernels' first calls, before serving
         return step(storage, seqs, tiles=tiles)
 
     model.step = spy
@@ -221,4 +221,35 @@ def test_the_plans_kernel_picks_are_the_tiles_that_run():
     assert {tuple(sorted(t["decode"].items())) for t in seen if "decode" in t} <= {
         tuple(sorted(params[name].items())) for name in decode_picks}
     assert any("chunk" in t for t in seen)
+    assert result.outputs == _expected()
+
+
+def test_the_kernels_first_calls_come_before_the_first_served_step(monkeypatch):
+    import importlib
+
+    run_module = importlib.import_module("refimpl.engine.run")  # the package names `run` too
+    model, events = _model(), []
+    step, warm = model.step, run_module.warm_up_kernels
+
+    def spy_step(storage, seqs, *, tiles=None):
+        events.append("step")
+        return step(storage, seqs, tiles=tiles)
+
+    def spy_warm(llama, page_size, quantized_format):
+        events.append(("warm", page_size, quantized_format))
+        return warm(llama, page_size, quantized_format)
+
+    monkeypatch.setattr(run_module, "warm_up_kernels", spy_warm)
+    model.step = spy_step
+    said = []
+    try:
+        result = _serve("vllm", page_size=8, quantized_format="fp8_e4m3",
+                        progress=lambda done, total, detail="": said.append(detail))
+    finally:
+        del model.step
+    # warm_up_kernels' own steps follow its marker; the served steps come after them
+    first = events.index(("warm", 8, "fp8_e4m3"))
+    assert "step" not in events[:first]
+    assert said[0] == "first calls: kernels compile or load"
+    assert result.settings["kernels_warm_up_s"] > 0
     assert result.outputs == _expected()
