@@ -54,3 +54,15 @@ def test_sdpa_is_timed_in_a_process_of_its_own():
 def test_without_torch_sdpa_is_reported_missing(monkeypatch):
     monkeypatch.setattr(kernels, "_torch_installed", lambda: False)
     assert kernels._torch_sdpa(64, 1, 1) is None
+
+
+@pytest.mark.numba
+@pytest.mark.parametrize("workers", [1, 3])
+def test_the_paged_read_reads_exactly_the_pages_of_the_tables(workers):
+    rng = np.random.default_rng(0)
+    k_words = rng.integers(-2**40, 2**40, (12, 8))
+    v_words = rng.integers(-2**40, 2**40, (12, 8))
+    tables = np.array([[7, 2, 9], [0, 11, 4]], dtype=np.int32)  # pages 1, 3, 5, 6, 8, 10 unread
+    expected = int(k_words[tables.ravel()].sum() + v_words[tables.ravel()].sum())
+    read = kernels._read_pages.parallel if workers > 1 else kernels._read_pages.serial
+    assert read(k_words, v_words, tables, workers) == expected
