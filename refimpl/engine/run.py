@@ -27,6 +27,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from refimpl.admission import Gate
+from refimpl.config._validate import positive_int
 from refimpl.costmodel.calibrate import Calibrator
 from refimpl.costmodel.profiled import default_table_for
 from refimpl.costmodel.step import StepTimeModel
@@ -43,7 +44,7 @@ from refimpl.kv.prefix import BLOCK_TOKENS
 from refimpl.kv.storage import QUANTIZE_FACTOR
 from refimpl.metrics.fidelity import fidelity_report
 from refimpl.model import LlamaConfig, LlamaModel, LlamaWeights
-from refimpl.model.warm_up import warm_up_kernels
+from refimpl.model.warm_up import FIRST_CALLS, warm_up_kernels
 from refimpl.sched.policy import Policy, make_policy
 from refimpl.sched.request import Request
 from refimpl.sched.slo.policy import LADDER
@@ -123,6 +124,7 @@ def run(
     each page's worth of tokens: None turns it on where prompts are given or the requests
     carry block hashes (the only ways two prompts can share a prefix), False never, True always.
     """
+    positive_int("page_size", page_size)
     with threadpool_limits(limits=BLAS_THREADS, user_api="blas"):
         llama = load_model(model, seed)
         config = llama.config.to_model_config()
@@ -158,7 +160,7 @@ def run(
         sim_policy, sim_gate = copy.deepcopy(policy), copy.deepcopy(gate)
         sim_requests = [copy.copy(r) for r in requests]
         if progress is not None:  # the 8-bit pages' kernel compiles here on a new machine
-            progress(0, len(requests), "first calls: kernels compile or load")
+            progress(0, len(requests), FIRST_CALLS)
         kernels_s = warm_up_kernels(llama, page_size, quantized_format)
         compile_s = warm_up()
         started = time.perf_counter()

@@ -18,6 +18,7 @@ from threadpoolctl import threadpool_limits
 
 from refimpl.costmodel.linear_step import LinearStepModel
 from refimpl.model import LlamaModel, SeqSlice
+from refimpl.model.warm_up import FIRST_CALLS
 
 __all__ = ["BLAS_THREADS", "StepProfile", "profile_steps", "step_grid"]
 
@@ -77,7 +78,7 @@ def _profile(model: LlamaModel, page_size: int, repeats: int,
     steps = [_slices(model.config.vocab_size, page_size, chunks, contexts)
              for chunks, contexts in shapes]
     if progress is not None:  # a new machine compiles the attention kernels here (~6 s)
-        progress(0, repeats, "first calls: kernels compile or load")
+        progress(0, repeats, FIRST_CALLS)
     for seqs in steps:
         model.step(storage, seqs)  # warm: the first call of a shape compiles or pages in
     # Whole passes over the grid, `repeats` times: a shape's mean then spans the run, so a

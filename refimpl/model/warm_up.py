@@ -13,17 +13,21 @@ import time
 
 import numpy as np
 
+from refimpl.config._validate import positive_int
 from refimpl.kv.storage import QUANTIZE_FACTOR
 from refimpl.model.forward import LlamaModel
 from refimpl.model.plan import SeqSlice
 
-__all__ = ["warm_up_kernels"]
+__all__ = ["FIRST_CALLS", "warm_up_kernels"]
+
+FIRST_CALLS = "first calls: kernels compile or load"  # what a progress bar says meanwhile
 
 
 def warm_up_kernels(model: LlamaModel, page_size: int, quantized_format: str = "int8"
                     ) -> float:
     """Run a prefill chunk and a decode on float pages and on `quantized_format` pages of
     scratch storage, so their kernels compile or load now; returns the seconds it took."""
+    positive_int("page_size", page_size)
     started = time.perf_counter()
     tokens = min(max(page_size + 1, 3), model.config.max_context - 1)  # crosses a page
     pages = -(-(tokens + 1) // page_size)

@@ -193,6 +193,8 @@ def test_each_step_records_its_prediction_and_the_calibration_absorbs_a_drift():
 def test_bad_options_are_named():
     with pytest.raises(ConfigError, match="temperature"):
         _serve("vllm", temperature=-1.0)
+    with pytest.raises(ConfigError, match="page_size"):
+        _serve("vllm", page_size=0)
     with pytest.raises(ConfigError, match=r"slowdown\.factor"):
         Slowdown(3, 0.5)
 

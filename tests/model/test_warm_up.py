@@ -42,3 +42,11 @@ def test_a_bad_format_is_refused_by_name(model):
 
     with pytest.raises(KVCacheError, match="quantized_format"):
         warm_up_kernels(model, 16, "int4")
+
+
+@pytest.mark.parametrize("page_size", [0, -4, 2.5, True])
+def test_a_bad_page_size_is_refused_by_name(model, page_size):
+    from refimpl.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="page_size"):
+        warm_up_kernels(model, page_size)
