@@ -21,6 +21,7 @@ from refimpl.costmodel.profile import run_profile
 from refimpl.costmodel.profiled import ProfiledStepModel, build_profiled_table
 from refimpl.costmodel.step import RooflineStepModel
 from refimpl.costmodel.table import CostTable
+from refimpl.report.units import format_spread
 
 __all__ = ["run"]
 
@@ -86,7 +87,7 @@ def print_report(report: dict) -> None:
         for phase, mape in p["heldout_mape"].items():
             print(f"    held-out MAPE {phase:<13} fitted {100 * mape:5.1f} %   DistServe "
                   f"baseline {100 * p['baseline_mape'][phase]:5.1f} %   round-to-round "
-                  f"spread {100 * p['heldout_spread'][phase]:5.1f} %   (goal <= 10 %)")
+                  f"spread {format_spread(p['heldout_spread'][phase])}   (goal <= 10 %)")
     lk = report["lookup"]
     print("per call (microseconds):")
     print(f"  table look-up from Python   {lk['lookup_python_us']:6.2f}")

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from refimpl.cli._paths import check_output_path
-from refimpl.report.units import format_bytes, format_seconds
+from refimpl.report.units import format_bytes, format_seconds, format_spread
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -54,11 +54,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"held-out MAPE per phase (fitted model vs DistServe-style a + b*tokens + "
           f"c*sum(len^2)), SRAM budget {format_bytes(table.sram_budget_bytes)}:")
     for phase, mape in table.info["heldout_mape"].items():
-        cache = table.info["cache_bytes"]["decode" if phase == RAGGED_DECODE else phase]
+        caches = [table.info[key]["decode" if phase == RAGGED_DECODE else phase]
+                  for key in ("cache_bytes", "reuse_cache_bytes")]
+        call, reuse = ("none" if c is None else format_bytes(c) for c in caches)
         print(f"  {phase:<13} {100 * mape:6.1f} %   baseline "
               f"{100 * table.info['baseline_mape'][phase]:6.1f} %   round-to-round spread "
-              f"{100 * table.info['heldout_spread'][phase]:5.1f} %   fitted cache "
-              f"{'none' if cache is None else format_bytes(cache)}")
+              f"{format_spread(table.info['heldout_spread'][phase])}   fitted caches "
+              f"{call} (a call), {reuse} (a sequence's re-reads)")
     for phase, t in table.phases.items():
         name, time_s = t.lookup(t.batches[-1], t.seq_lens[-1])
         print(f"  {phase:<8} pick at B={t.batches[-1]} T={t.seq_lens[-1]}: {name} "

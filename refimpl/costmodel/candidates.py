@@ -136,17 +136,21 @@ class Candidate:
                         ragged: bool = False) -> int:
         """Distinct bytes one call on (B, T) touches: queries, outputs and the K/V it reads
         (paged K/V in whole pages), each once however often the tiles re-read it."""
+        return sum(self.sequence_footprints(dims, batch, seq_len, ragged))
+
+    def sequence_footprints(self, dims: AttentionDims, batch: int, seq_len: int,
+                            ragged: bool = False) -> list[int]:
+        """`footprint_bytes` of each sequence of the call: the bytes its tiles re-read."""
         self._check_ragged(ragged)
         if self.phase == "prefill":
-            queries, kv_tokens = batch * seq_len, batch * seq_len
+            shapes = [(seq_len, seq_len)] * batch  # (queries, K/V token slots read)
         elif self.phase == "decode":
-            queries = batch
-            kv_tokens = sum(_whole_pages(n, dims.page_size)
-                            for n in context_lens(batch, seq_len, ragged))
+            shapes = [(1, _whole_pages(n, dims.page_size))
+                      for n in context_lens(batch, seq_len, ragged)]
         else:
-            queries, kv_tokens = batch, _whole_pages(seq_len + batch, dims.page_size)
-        rows = 2 * queries * dims.num_q_heads + 2 * kv_tokens * dims.num_kv_heads
-        return rows * dims.head_dim * FLOAT_BYTES
+            shapes = [(batch, _whole_pages(seq_len + batch, dims.page_size))]
+        return [(2 * queries * dims.num_q_heads + 2 * kv_tokens * dims.num_kv_heads)
+                * dims.head_dim * FLOAT_BYTES for queries, kv_tokens in shapes]
 
     def tile_steps(self, dims: AttentionDims, batch: int, seq_len: int,
                    ragged: bool = False) -> tuple[int, int]:

@@ -2,7 +2,9 @@
 
 Per candidate, time = c . features with features from the kernels' own cost formulas: one per
 call, per tile iteration, FLOPs, HBM bytes, the roofline time max(FLOPs/peak, bytes/BW), one
-per sequence, and the bytes that miss the cache; non-negative least squares on relative error
+per sequence, the bytes that miss the cache, and the re-read bytes that miss the cache that
+holds one sequence (alone, and where the call misses too); non-negative least squares on
+relative error
 (every coefficient is a cost, and MAPE is what is reported). DistServe's (Zhong et al., 2024)
 `a + b*tokens + c*sum(len^2)` is fitted the same way as the baseline. Error: MAPE on held-out
 grid points, per phase.
@@ -15,6 +17,12 @@ fitted per phase, not read from the CPU: what a kernel keeps of a cache shared w
 cores and tenants is smaller than its nominal size (8-16 MB of a 32 MB L3, measured). It is the
 power of two of least leave-one-out error, chosen for the held-out estimate on the training
 points alone.
+
+Why the re-reads: a candidate whose tiles split a KV group's query heads reads each
+sequence's K/V once per part, the parts one after another, so the second read finds the data
+in whatever cache holds one sequence's footprint, at any batch; the call's footprint cannot
+see that (decode `p4-h1`, 4 reads: 0.28-0.30 ns a distinct byte at B=1 up to T=4096, 0.37 to
+0.96 ns at B=24 from T=1024 to 16384; docs/kernel_model.md). Its cache is fitted the same way.
 """
 
 from __future__ import annotations
@@ -53,9 +61,11 @@ __all__ = [
 # Held-out errors are reported per phase, and for ragged decode shapes apart.
 ERROR_KEYS = (*PHASES, RAGGED_DECODE)
 FEATURES = ("per_call", "tile_steps", "flops", "hbm_bytes", "roofline_s", "sequences",
-            "missed_bytes")
+            "missed_bytes", "missed_rereads", "far_rereads")
 # Cache sizes the fit chooses from (powers of two, 256 KiB to 1 GiB); inf: no cache term.
 CACHE_CHOICES = (math.inf, *(float(2**k) for k in range(18, 31)))
+REUSE_CACHE_CHOICES = CACHE_CHOICES  # the same, for the cache that holds one sequence
+_CACHE_TERMS = 3  # the last FEATURES entries: set by the cache sizes
 
 
 def miss_fraction(footprint_bytes, cache_bytes: float):
@@ -70,16 +80,54 @@ def miss_fraction(footprint_bytes, cache_bytes: float):
 
 def features(cand: Candidate, dims: AttentionDims, batch: int, seq_len: int,
              peak_flops: float, bandwidth_bytes_s: float,
-             cache_bytes: float = math.inf, ragged: bool = False) -> list[float]:
+             cache_bytes: float = math.inf, ragged: bool = False,
+             reuse_cache_bytes: float = math.inf) -> list[float]:
     """The regression features of `cand` on (B, T) (`ragged`: a ragged decode shape), in
     `FEATURES` order."""
     costs = cand.costs(dims, batch, seq_len, ragged)
     _, tile_steps = cand.tile_steps(dims, batch, seq_len, ragged)
     roofline_s = max(costs.flops / peak_flops, costs.hbm_bytes / bandwidth_bytes_s)
     sequences = 1 if cand.phase == "chunk" else batch  # the wrappers check each sequence
-    missed = costs.hbm_bytes * float(miss_fraction(
-        cand.footprint_bytes(dims, batch, seq_len, ragged), cache_bytes))
-    return [1.0, tile_steps, costs.flops, costs.hbm_bytes, roofline_s, sequences, missed]
+    reuse = _Reuse.of(cand, dims, batch, seq_len, ragged, costs.hbm_bytes)
+    return [1.0, tile_steps, costs.flops, costs.hbm_bytes, roofline_s, sequences,
+            *reuse.missed(cache_bytes, reuse_cache_bytes)]
+
+
+@dataclass(frozen=True)
+class _Reuse:
+    """What the cache terms of one call need: its bytes read, its footprint, each sequence's
+    footprint, and the bytes its tiles read again (beyond the first touch of each byte).
+
+    A tile that covers part of a KV group's query heads (or one query tile of a chunk) leaves
+    the sequence's K/V for the next work item, which reads it right after: those re-reads find
+    it in a cache that holds one sequence's data (`reuse_cache_bytes`), whatever the call's
+    footprint; once that cache is too small they come from the next level, or from memory when
+    the whole call misses `cache_bytes` too.
+    """
+
+    hbm_bytes: float
+    footprint: float
+    sequence_footprints: np.ndarray
+    rereads: float
+
+    @classmethod
+    def of(cls, cand: Candidate, dims: AttentionDims, batch: int, seq_len: int, ragged: bool,
+           hbm_bytes: float) -> _Reuse:
+        """The reuse of `cand` on (B, T) reading `hbm_bytes`."""
+        sequences = np.array(cand.sequence_footprints(dims, batch, seq_len, ragged), float)
+        footprint = float(sequences.sum())
+        return cls(hbm_bytes, footprint, sequences, max(hbm_bytes - footprint, 0.0))
+
+    def missed(self, cache_bytes: float,
+               reuse_cache_bytes: float) -> tuple[float, float, float]:
+        """(bytes read that miss `cache_bytes`, re-reads that miss `reuse_cache_bytes`, those
+        of them whose call misses `cache_bytes` too)."""
+        far = float(miss_fraction(self.footprint, cache_bytes))
+        # each sequence's share of the re-reads, missing by that sequence's footprint
+        share = self.sequence_footprints @ miss_fraction(self.sequence_footprints,
+                                                         reuse_cache_bytes) / self.footprint
+        rereads = self.rereads * float(share)
+        return self.hbm_bytes * far, rereads, rereads * far
 
 
 def baseline_features(phase: str, batch: int, seq_len: int, ragged: bool = False) -> list[float]:
@@ -123,8 +171,9 @@ class PhaseError:
     num_heldout: int
     # (measured, predicted, baseline's prediction) seconds of each held-out sample
     heldout_s: tuple[tuple[float, float, float], ...] = ()
-    # Mean `Sample.spread` of the held-out samples: the measurements' own repeatability, so a
-    # MAPE near it is at the floor the profile's noise sets
+    # Mean `Sample.spread` of the held-out samples timed in more than one round (NaN: none):
+    # the measurements' own repeatability, so a MAPE near it is at the floor the profile's
+    # noise sets
     spread: float = float("nan")
 
 
@@ -139,6 +188,8 @@ class LatencyModel:
     coefficients: dict[str, tuple[float, ...]]  # candidate name -> one per FEATURES entry
     errors: dict[str, PhaseError]  # phase -> held-out error of the fitting procedure
     cache_bytes: dict[str, float]  # phase -> the cache of the missed-bytes feature (inf: none)
+    # phase -> the cache that holds one sequence's re-read data (inf: none)
+    reuse_cache_bytes: dict[str, float]
 
     def predict_s(self, cand: Candidate, batch: int, seq_len: int,
                   ragged: bool = False) -> float:
@@ -149,29 +200,29 @@ class LatencyModel:
             raise ConfigError("candidate", cand.name, "not profiled, so not fitted",
                               choices=sorted(self.coefficients))
         x = features(cand, self.dims, batch, seq_len, self.peak_flops,
-                     self.memory_bandwidth_bytes_s, self.cache_bytes[cand.phase], ragged)
+                     self.memory_bandwidth_bytes_s, self.cache_bytes[cand.phase], ragged,
+                     self.reuse_cache_bytes[cand.phase])
         return float(np.dot(coef, x))
 
 
 @dataclass(frozen=True)
 class _Group:
-    """One candidate's samples: features (missed bytes left for a cache size to set), the
-    baseline's features, the calls' footprints, times, the train mask, which are ragged and
-    the times' spread over the rounds."""
+    """One candidate's samples: features (the cache terms left for cache sizes to set), the
+    baseline's features, the calls' reuse, times, the train mask, which are ragged and the
+    times' spread over the rounds."""
 
     x: np.ndarray
     baseline_x: np.ndarray
-    footprint: np.ndarray
+    reuse: np.ndarray  # of _Reuse
     y: np.ndarray
     train: np.ndarray
     ragged: np.ndarray
     spread: np.ndarray
 
-    def with_cache(self, cache_bytes: float) -> np.ndarray:
-        """The features with the missed bytes of a cache of `cache_bytes`."""
+    def with_cache(self, caches: tuple[float, float]) -> np.ndarray:
+        """The features with the cache terms of (`cache_bytes`, `reuse_cache_bytes`)."""
         x = self.x.copy()
-        hbm = x[:, FEATURES.index("hbm_bytes")]
-        x[:, -1] = hbm * miss_fraction(self.footprint, cache_bytes)
+        x[:, -_CACHE_TERMS:] = [r.missed(*caches) for r in self.reuse]
         return x
 
 
@@ -182,33 +233,52 @@ def _fit_groups(samples: Sequence[Sample], cands: dict[str, Candidate], dims: At
     for sample, is_train in zip(samples, train, strict=True):
         cand = cands[sample.candidate]
         shape = sample.batch, sample.seq_len, sample.ragged
+        x = features(cand, dims, *shape[:2], hardware.peak_flops,
+                     hardware.memory_bandwidth_bytes_s, ragged=sample.ragged)
+        reuse = _Reuse.of(cand, dims, *shape, x[FEATURES.index("hbm_bytes")])
         rows.setdefault(sample.candidate, []).append((
-            features(cand, dims, *shape[:2], hardware.peak_flops,
-                     hardware.memory_bandwidth_bytes_s, ragged=sample.ragged),
-            baseline_features(sample.phase, *shape), cand.footprint_bytes(dims, *shape),
-            sample.min_s, is_train, sample.ragged, sample.spread))
-    return {name: _Group(*(np.array(column) for column in zip(*group, strict=True)))
-            for name, group in rows.items()}
+            x, baseline_features(sample.phase, *shape), reuse, sample.min_s, is_train,
+            sample.ragged, sample.spread))
+    groups = {}
+    for name, group in rows.items():
+        columns = list(zip(*group, strict=True))
+        reuse = np.empty(len(group), object)
+        reuse[:] = columns[2]
+        groups[name] = _Group(*(reuse if i == 2 else np.array(column)
+                                for i, column in enumerate(columns)))
+    return groups
 
 
-def _choose_cache(groups: dict[str, _Group], usable: Callable[[_Group], np.ndarray]) -> float:
-    """The `CACHE_CHOICES` entry of least leave-one-out relative squared error over each
-    group's `usable` samples (no cache term on a tie)."""
-    best, best_err = math.inf, math.inf
-    for cache in CACHE_CHOICES:
-        errs = []
-        for group in groups.values():
-            x, y = group.with_cache(cache), group.y
-            rows = np.flatnonzero(usable(group))
-            if len(rows) < 3:
-                continue
-            for i in rows:
-                fit = rows[rows != i]
-                errs.append((x[i] @ nnls_relative(x[fit], y[fit]) / y[i] - 1) ** 2)
-        err = float(np.mean(errs)) if errs else math.inf
-        if err < best_err * (1 - 1e-9):
-            best, best_err = cache, err
-    return best
+def _loo_error(groups: dict[str, _Group], usable: Callable[[_Group], np.ndarray],
+               caches: tuple[float, float]) -> float:
+    """Mean leave-one-out relative squared error over each group's `usable` samples."""
+    errs = []
+    for group in groups.values():
+        x, y = group.with_cache(caches), group.y
+        rows = np.flatnonzero(usable(group))
+        if len(rows) < 3:
+            continue
+        for i in rows:
+            fit = rows[rows != i]
+            errs.append((x[i] @ nnls_relative(x[fit], y[fit]) / y[i] - 1) ** 2)
+    return float(np.mean(errs)) if errs else math.inf
+
+
+def _choose_caches(groups: dict[str, _Group],
+                   usable: Callable[[_Group], np.ndarray]) -> tuple[float, float]:
+    """(`cache_bytes`, `reuse_cache_bytes`) among the choices of least leave-one-out
+    error over each group's `usable` samples (no cache term on a tie): the call's cache alone
+    first, then the re-reads' given it, then the call's again given that."""
+    caches = [math.inf, math.inf]
+    for which in (0, 1, 0):
+        best, best_err = caches[which], math.inf
+        for cache in REUSE_CACHE_CHOICES if which else CACHE_CHOICES:
+            trial = (cache, caches[1]) if which == 0 else (caches[0], cache)
+            err = _loo_error(groups, usable, trial)
+            if err < best_err * (1 - 1e-9):
+                best, best_err = cache, err
+        caches[which] = best
+    return caches[0], caches[1]
 
 
 def _held_out(samples: Sequence[Sample]) -> list[bool]:
@@ -220,6 +290,12 @@ def _held_out(samples: Sequence[Sample]) -> list[bool]:
         for i, is_held in zip(rows, mask, strict=True):
             held[i] = is_held
     return held
+
+
+def _mean_spread(spreads: list[float]) -> float:
+    """Mean spread of the samples timed in more than one round; NaN for none."""
+    known = [s for s in spreads if not math.isnan(s)]
+    return float(np.mean(known)) if known else math.nan
 
 
 def _mape(pairs: list[tuple[float, float]]) -> float:
@@ -238,6 +314,7 @@ def fit_latency(samples: Sequence[Sample], candidates: Sequence[Candidate],
     coefficients: dict[str, tuple[float, ...]] = {}
     errors: dict[str, PhaseError] = {}
     cache_bytes: dict[str, float] = {}
+    reuse_cache_bytes: dict[str, float] = {}
     for phase in PHASES:
         mine = [s for s in samples if s.phase == phase]
         if not mine:
@@ -247,10 +324,10 @@ def fit_latency(samples: Sequence[Sample], candidates: Sequence[Candidate],
         points: dict[bool, list[tuple[float, float, float]]] = {False: [], True: []}
         spreads: dict[bool, list[float]] = {False: [], True: []}
         num_train = 0
-        cache = _choose_cache(groups, lambda g: g.train)  # the held-out points stay unseen
+        caches = _choose_caches(groups, lambda g: g.train)  # the held-out points stay unseen
         for group in groups.values():
             tr, held = group.train, ~group.train
-            x, y, xb = group.with_cache(cache), group.y, group.baseline_x
+            x, y, xb = group.with_cache(caches), group.y, group.baseline_x
             if tr.sum() >= 2 and held.any():
                 predicted = x[held] @ nnls_relative(x[tr], y[tr])
                 baseline = xb[held] @ nnls_relative(xb[tr], y[tr])
@@ -266,10 +343,11 @@ def fit_latency(samples: Sequence[Sample], candidates: Sequence[Candidate],
                 errors[key] = PhaseError(
                     key, _mape([(m, p) for m, p, _ in found]),
                     _mape([(m, b) for m, _, b in found]), num_train, len(found), tuple(found),
-                    float(np.mean(spreads[ragged])) if found else float("nan"))
-        cache_bytes[phase] = _choose_cache(groups, lambda g: np.ones_like(g.train))
+                    _mean_spread(spreads[ragged]))
+        caches = _choose_caches(groups, lambda g: np.ones_like(g.train))
+        cache_bytes[phase], reuse_cache_bytes[phase] = caches
         for name, group in groups.items():
             coefficients[name] = tuple(float(c) for c in nnls_relative(
-                group.with_cache(cache_bytes[phase]), group.y))
+                group.with_cache(caches), group.y))
     return LatencyModel(dims, hardware.peak_flops, hardware.memory_bandwidth_bytes_s,
-                        coefficients, errors, cache_bytes)
+                        coefficients, errors, cache_bytes, reuse_cache_bytes)

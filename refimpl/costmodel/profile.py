@@ -14,6 +14,7 @@ does not get past it, and passes several seconds apart do.
 from __future__ import annotations
 
 import functools
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -101,9 +102,10 @@ class Sample:
     time_s: float  # median of the timed calls of the quickest round
     min_s: float  # fastest timed call of all rounds: what the fit uses (load only adds time)
     ragged: bool = False  # a decode shape of `ragged_context_lens(batch, seq_len)` contexts
-    # The second-fastest round's fastest call over `min_s`, less 1 (0 for one round): how
-    # closely another round reproduced the time the fit uses, a floor under any model's error.
-    spread: float = 0.0
+    # The second-fastest round's fastest call over `min_s`, less 1 (NaN: timed in one round):
+    # how closely another round reproduced the time the fit uses, a floor under any model's
+    # error.
+    spread: float = math.nan
 
 
 @dataclass
@@ -220,7 +222,7 @@ def run_profile(model: ModelConfig, mode: str | ProfileMode = "quick", *,
         bar(done, total,
             f"round {round_index + 1}: {_label(phase, ragged)} B={batch} T={seq_len}")
     samples = [Sample(phase, name, batch, seq_len, min(t[0] for t in times), fastest[0],
-                      ragged, fastest[1] / fastest[0] - 1 if len(fastest) > 1 else 0.0)
+                      ragged, fastest[1] / fastest[0] - 1 if len(fastest) > 1 else math.nan)
                for (phase, name, batch, seq_len, ragged), times in timings.items()
                for fastest in [sorted(t[1] for t in times)]]
     gemm = profile_gemm(model, mode.gemm_tokens, repeats=mode.repeats, rng=rng)  # ~1 s

@@ -49,7 +49,9 @@ def build_profiled_table(result: ProfileResult, hardware: HardwareSpec,
             "heldout_spread": {p: e.spread for p, e in model.errors.items()},
             # (measured, predicted, baseline) seconds of each held-out sample: the residuals
             "heldout_s": {p: [list(t) for t in e.heldout_s] for p, e in model.errors.items()},
-            "cache_bytes": {p: None if math.isinf(c) else c for p, c in model.cache_bytes.items()}}
+            "cache_bytes": {p: None if math.isinf(c) else c for p, c in model.cache_bytes.items()},
+            "reuse_cache_bytes": {p: None if math.isinf(c) else c
+                                  for p, c in model.reuse_cache_bytes.items()}}
     return CostTable(phases=phases, sram_budget_bytes=budget, dims=result.dims,
                      model_name=result.model.name, fingerprint=result.fingerprint,
                      version=result.version, gemm=result.gemm, info=info)

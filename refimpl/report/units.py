@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["format_bytes", "format_count", "format_rate", "format_seconds"]
+import math
+
+__all__ = ["format_bytes", "format_count", "format_rate", "format_seconds", "format_spread"]
 
 
 def format_bytes(num_bytes: float) -> str:
@@ -31,6 +33,11 @@ def format_seconds(seconds: float) -> str:
         if abs(seconds) >= scale or unit == "ns":
             return f"{seconds / scale:.3g} {unit}"
     raise AssertionError("unreachable")
+
+
+def format_spread(share: float) -> str:
+    """A profile's round-to-round spread: `0.023` -> '2.3 %'; NaN (one round) -> 'one round'."""
+    return "one round" if math.isnan(share) else f"{100 * share:.1f} %"
 
 
 def format_count(count: float) -> str:

@@ -24,7 +24,8 @@ from refimpl.kernels import decode_costs
 from ._helpers import DIMS, GRID
 
 HW = HardwareSpec("test", 512 * 1024, 1 << 34, 10e9, 20e9, 10e9, False, "test figures")
-TRUE = (20e-6, 0.3e-6, 1 / 25e9, 1 / 12e9, 0.0, 2e-6, 2 / 12e9)  # one per FEATURES entry
+# one per FEATURES entry: no re-read terms here (test_rereads_... plants them)
+TRUE = (20e-6, 0.3e-6, 1 / 25e9, 1 / 12e9, 0.0, 2e-6, 2 / 12e9, 0.0, 0.0)
 CACHE = 4.0 * 2**20  # the planted cache: the grid's prefill and decode calls straddle it
 
 
@@ -104,6 +105,31 @@ def test_the_miss_fraction_ramps_over_an_octave_around_the_cache():
 def test_held_out_points_are_interior_diagonals():
     mask = holdout_mask([1, 1, 1, 2, 2, 2], [10, 20, 30, 10, 20, 30])
     assert mask == [False, True, False, True, False, False]
+
+
+def test_rereads_are_priced_by_the_cache_that_holds_one_sequence(monkeypatch):
+    """Items that split a KV group re-read each sequence's K/V right after one another: from
+    cache while one sequence's pages fit it, at any batch; the call's footprint cannot say."""
+    reuse_cache = float(2**20)  # per-sequence footprints from 0.14 to 4.2 MB straddle it
+    truth = (20e-6, 0.3e-6, 0.0, 1 / 12e9, 0.0, 2e-6, 0.0, 1 / 6e9, 0.0)
+    cands = enumerate_candidates("decode", DIMS, pages_per_tile=(4,))  # h1, h2, h4, h4-kv2
+    samples = []
+    for cand in cands:
+        for b in (1, 4, 16):
+            for t in (128, 256, 512, 1024, 2048, 4096):
+                x = features(cand, DIMS, b, t, HW.peak_flops, HW.memory_bandwidth_bytes_s,
+                             reuse_cache_bytes=reuse_cache)
+                y = float(np.dot(truth, x))
+                samples.append(Sample("decode", cand.name, b, t, y, y))
+    assert any(features(c, DIMS, 16, 4096, 1.0, 1.0, reuse_cache_bytes=reuse_cache)[7] > 0
+               for c in cands)
+    model = fit_latency(samples, cands, DIMS, HW)
+    assert model.reuse_cache_bytes["decode"] == reuse_cache
+    assert model.errors["decode"].mape < 1e-3
+    monkeypatch.setattr(fit, "REUSE_CACHE_CHOICES", (math.inf,))
+    without = fit_latency(samples, cands, DIMS, HW)
+    assert without.reuse_cache_bytes["decode"] == math.inf
+    assert without.errors["decode"].mape > 0.02
 
 
 def _ragged_truth_s(cand, batch: int, seq_len: int, ragged: bool) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 
 import pytest
@@ -111,3 +112,20 @@ def test_each_point_keeps_its_fastest_call_and_spread_over_the_rounds(monkeypatc
     assert len(result.samples) == per_round
     assert all(s.min_s == 1.0 and s.time_s == 2.0 for s in result.samples)
     assert all(s.spread == pytest.approx(0.5) for s in result.samples)  # 1.5 / 1.0 - 1
+
+
+def test_a_point_timed_in_one_round_has_no_spread_and_the_report_says_so(monkeypatch):
+    """A budget that ends in the first round leaves nothing to compare: not a spread of 0."""
+    from refimpl.costmodel import profile
+    from refimpl.report.units import format_spread
+
+    monkeypatch.setitem(MODES, "quick", dataclasses.replace(MINI, rounds=1))
+    monkeypatch.setattr(profile, "_compile_kernels", lambda *args: None)
+    monkeypatch.setattr(profile, "time_calls", lambda call, repeats, max_total_s: (2.0, 1.0))
+    result = run_profile(TINY, "quick", progress=False)
+    assert result.samples and all(math.isnan(s.spread) for s in result.samples)
+    table = build_profiled_table(result, HardwareSpec("cpu", 512 * 1024, 1 << 34, 10e9, 20e9,
+                                                      10e9, False, "test"))
+    assert all(math.isnan(s) for s in table.info["heldout_spread"].values())
+    assert format_spread(table.info["heldout_spread"]["decode"]) == "one round"
+    assert format_spread(0.023) == "2.3 %"
