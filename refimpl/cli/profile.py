@@ -17,7 +17,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "latency model, report its held-out error beside the DistServe baseline, and save the "
         "table `refimpl pareto` and the engine read.")
     parser.add_argument("--quick", action="store_true", help="small grid and few candidates "
-                        "(well under a minute; the default is the full grid)")
+                        "(well under a minute; the default is the full grid, about 20 minutes)")
     parser.add_argument("--out", metavar="FILE", type=Path, help="where to save the table "
                         "(default: this machine's table in refimpl's cache folder)")
     parser.add_argument("--model", default="tiny", help="model preset whose attention heads "
@@ -50,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
     table.save(out)
     print(f"profiled {len(result.samples)} (candidate, shape) points of {model.name} in "
           f"{result.duration_s:.1f} s ({result.mode} mode); "
-          f"{len(result.skipped)} shapes skipped (over the time budget or the KV cap)")
+          f"{len(result.skipped)} shapes skipped (over the time budget, or a cap on KV "
+          f"tokens or call time)")
     print(f"held-out MAPE per phase (fitted model vs DistServe-style a + b*tokens + "
           f"c*sum(len^2)), SRAM budget {format_bytes(table.sram_budget_bytes)}:")
     for phase, mape in table.info["heldout_mape"].items():

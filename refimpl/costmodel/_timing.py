@@ -9,10 +9,10 @@ from collections.abc import Callable
 __all__ = ["time_calls"]
 
 
-def time_calls(call: Callable[[], object], repeats: int,
-               max_total_s: float = 0.2) -> tuple[float, float]:
-    """(median, fastest) CPU time of this thread over 3 to `repeats` calls after one warm-up
-    (compilation, page faults).
+def time_calls(call: Callable[[], object], repeats: int, max_total_s: float = 0.2, *,
+               warm_up: bool = True) -> tuple[float, float]:
+    """(median, fastest) CPU time of this thread over 3 to `repeats` calls, after one warm-up
+    call (compilation, page faults) unless `warm_up` is False.
 
     Past three calls it stops once they add up to `max_total_s`: long calls vary little, and the
     profile's time goes to the short ones, where timer noise and jitter weigh most. The clock is
@@ -21,7 +21,8 @@ def time_calls(call: Callable[[], object], repeats: int,
     kernels and BLAS run serially on this thread, so on an idle machine the two clocks agree;
     for the same reason the fastest call is the cleaner measure (load only ever adds time).
     """
-    call()
+    if warm_up:
+        call()
     times: list[float] = []
     while len(times) < min(3, repeats) or (len(times) < repeats and sum(times) < max_total_s):
         start = time.thread_time()

@@ -42,7 +42,7 @@ from refimpl.costmodel.candidates import (
     Candidate,
     context_lens,
 )
-from refimpl.costmodel.profile import Sample
+from refimpl.costmodel.sample import Sample
 from refimpl.errors import ConfigError
 
 __all__ = [

@@ -1,14 +1,19 @@
 """The offline profiling harness: time every kernel candidate over a grid of shapes.
 
 Mirrors numba-examples' benchmark layout and DistServe's / Vidur's offline profiling: each
-(phase, B, T) gets its inputs, then every candidate runs a warm-up call and `repeats` timed
-calls. Points run cheapest first under a wall-clock budget, so a cut budget drops the largest
-shapes (the fit extrapolates to them). One thread, serial kernels.
+(phase, B, T) gets its inputs, then every candidate runs `repeats` timed calls (after one
+warm-up call on the point's first candidate: compiling, page faults). Points run cheapest first
+under a wall-clock budget, so a cut budget drops the largest shapes (the fit extrapolates to
+them), and points whose call is estimated past the mode's `max_call_s` are not timed at all.
+One thread, serial kernels.
 
 The grid is timed in `rounds` passes, each point's fastest call kept over all of them. On a
 shared machine a slow spell lasts longer than one point's calls (a cache-sized decode measured
 1.55x slower, min of 7 calls, in one pass than in the next), so repeating calls back to back
-does not get past it, and passes several seconds apart do.
+does not get past it, and passes several seconds apart do. Later passes take the points by how
+far their times sit above a fit of all of them, most first: load only adds time, so a point
+timed in a slow spell stands above the rest, and where the budget cuts a pass it cuts the
+points least in need of another.
 """
 
 from __future__ import annotations
@@ -16,13 +21,14 @@ from __future__ import annotations
 import functools
 import math
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from refimpl._version import __version__
-from refimpl.config import ModelConfig
+from refimpl.config import HardwareSpec, ModelConfig
 from refimpl.config.probe import machine_fingerprint
 from refimpl.costmodel._timing import time_calls
 from refimpl.costmodel.candidates import (
@@ -33,12 +39,14 @@ from refimpl.costmodel.candidates import (
     context_lens,
     enumerate_candidates,
 )
+from refimpl.costmodel.fit import fit_latency
 from refimpl.costmodel.gemm import GemmProfile, profile_gemm
+from refimpl.costmodel.sample import Sample
 from refimpl.errors import ConfigError
 from refimpl.kernels import chunk_attention, decode_attention, prefill_attention
 from refimpl.report.progress import ProgressBar
 
-__all__ = ["MODES", "ProfileMode", "ProfileResult", "Sample", "candidates_of", "run_profile"]
+__all__ = ["MODES", "ProfileMode", "ProfileResult", "candidates_of", "run_profile"]
 
 
 @dataclass(frozen=True)
@@ -60,9 +68,11 @@ class ProfileMode:
     repeats: int  # timed calls per point and round after the warm-up, at most
     max_point_s: float  # timed seconds per candidate, point and round, then repeats stop
     budget_s: float  # wall-clock budget of the kernel grid, all rounds together
-    rounds: int  # passes over the grid
+    rounds: int  # passes over the grid (later ones by `_retime_order`)
     max_kv_tokens: int  # B * T cap of decode caches (float32 K/V: 2 * Hkv * d * 4 B a token)
     ragged_batches: tuple[int, ...] = ()  # B values of ragged decode shapes (T: decode's)
+    # Points whose call `_call_estimate_s` puts past this are not timed (the fit extrapolates)
+    max_call_s: float = math.inf
 
 
 MODES: dict[str, ProfileMode] = {
@@ -84,28 +94,11 @@ MODES: dict[str, ProfileMode] = {
                   "chunk": (128, 256, 512, 1024, 2048, 4096, 8192),
                   "decode": (128, 256, 512, 1024, 2048, 4096, 8192, 16384)},
         tile_q=(16, 32, 64, 128), tile_k=(32, 64, 128, 256), pages_per_tile=(1, 2, 4, 8, 16),
-        gemm_tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096), repeats=9,
-        max_point_s=0.3, budget_s=900.0, rounds=2, max_kv_tokens=1 << 20,
-        ragged_batches=(3, 8, 24, 64, 192),
+        gemm_tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096), repeats=5,
+        max_point_s=0.05, budget_s=1200.0, rounds=3, max_kv_tokens=1 << 20,
+        ragged_batches=(3, 8, 24, 64, 192), max_call_s=0.5,
     ),
 }
-
-
-@dataclass(frozen=True)
-class Sample:
-    """The measured time of one candidate on one shape."""
-
-    phase: str
-    candidate: str  # Candidate.name
-    batch: int
-    seq_len: int
-    time_s: float  # median of the timed calls of the quickest round
-    min_s: float  # fastest timed call of all rounds: what the fit uses (load only adds time)
-    ragged: bool = False  # a decode shape of `ragged_context_lens(batch, seq_len)` contexts
-    # The second-fastest round's fastest call over `min_s`, less 1 (NaN: timed in one round):
-    # how closely another round reproduced the time the fit uses, a floor under any model's
-    # error.
-    spread: float = math.nan
 
 
 @dataclass
@@ -162,8 +155,8 @@ def _inputs(phase: str, dims: AttentionDims, batch: int, seq_len: int, ragged: b
 
 
 def _plan(mode: ProfileMode, dims: AttentionDims) -> tuple[list, list]:
-    """Grid points (phase, B, T, ragged) to time, cheapest first (by analytic FLOPs and bytes),
-    and those over the cap."""
+    """Grid points (phase, B, T, ragged) to time, cheapest first (`_call_estimate_s`), and
+    those over a cap (KV tokens, call time)."""
     points, capped = [], []
     grids = [(phase, mode.batches[phase], False) for phase in PHASES]
     grids.append(("decode", mode.ragged_batches, True))
@@ -171,14 +164,21 @@ def _plan(mode: ProfileMode, dims: AttentionDims) -> tuple[list, list]:
         probe = candidates_of(mode, phase, dims)[0]
         for batch in batches:
             for seq_len in mode.seq_lens[phase]:
-                if phase == "decode" and batch * seq_len > mode.max_kv_tokens:
+                estimate = _call_estimate_s(probe, dims, batch, seq_len, ragged)
+                if ((phase == "decode" and batch * seq_len > mode.max_kv_tokens)
+                        or estimate > mode.max_call_s):
                     capped.append((_label(phase, ragged), batch, seq_len))
                     continue
-                costs = probe.costs(dims, batch, seq_len, ragged)
-                points.append((costs.flops / 50.0 + costs.hbm_bytes / 10.0, phase, batch,
-                               seq_len, ragged))
+                points.append((estimate, phase, batch, seq_len, ragged))
     points.sort()
     return [p[1:] for p in points], capped
+
+
+def _call_estimate_s(cand: Candidate, dims: AttentionDims, batch: int, seq_len: int,
+                     ragged: bool) -> float:
+    """A rough time of one call, from its FLOPs at 50 GFLOP/s and its bytes at 10 GB/s."""
+    costs = cand.costs(dims, batch, seq_len, ragged)
+    return costs.flops / 50e9 + costs.hbm_bytes / 10e9
 
 
 def _label(phase: str, ragged: bool) -> str:
@@ -207,28 +207,55 @@ def run_profile(model: ModelConfig, mode: str | ProfileMode = "quick", *,
     _compile_kernels(mode, dims, seed)
     start = time.perf_counter()  # the budget is for timing: compiling is not spent from it
     timings: dict[tuple[str, str, int, int, bool], list[tuple[float, float]]] = {}
-    total = mode.rounds * len(points)
-    for done, (round_index, (phase, batch, seq_len, ragged)) in enumerate(
-            ((r, p) for r in range(mode.rounds) for p in points), 1):
-        if time.perf_counter() - start > budget_s:
-            if round_index == 0:
-                skipped.append((_label(phase, ragged), batch, seq_len))
-            bar(done, total, "over budget: skipped")
-            continue
-        run = _inputs(phase, dims, batch, seq_len, ragged, rng)
-        for cand in candidates_of(mode, phase, dims):
-            timings.setdefault((phase, cand.name, batch, seq_len, ragged), []).append(
-                time_calls(functools.partial(run, cand), mode.repeats, mode.max_point_s))
-        bar(done, total,
-            f"round {round_index + 1}: {_label(phase, ragged)} B={batch} T={seq_len}")
-    samples = [Sample(phase, name, batch, seq_len, min(t[0] for t in times), fastest[0],
-                      ragged, fastest[1] / fastest[0] - 1 if len(fastest) > 1 else math.nan)
-               for (phase, name, batch, seq_len, ragged), times in timings.items()
-               for fastest in [sorted(t[1] for t in times)]]
+    total, done, order = mode.rounds * len(points), 0, points
+    for round_index in range(mode.rounds):
+        if round_index > 0 and time.perf_counter() - start <= budget_s:
+            order = _retime_order(order, _samples(timings), mode, dims)
+        for phase, batch, seq_len, ragged in order:
+            done += 1
+            if time.perf_counter() - start > budget_s:
+                if round_index == 0:
+                    skipped.append((_label(phase, ragged), batch, seq_len))
+                bar(done, total, "over budget: skipped")
+                continue
+            run = _inputs(phase, dims, batch, seq_len, ragged, rng)
+            for n, cand in enumerate(candidates_of(mode, phase, dims)):
+                # the first candidate's warm-up call faults the fresh inputs in for all
+                timings.setdefault((phase, cand.name, batch, seq_len, ragged), []).append(
+                    time_calls(functools.partial(run, cand), mode.repeats, mode.max_point_s,
+                               warm_up=n == 0))
+            bar(done, total,
+                f"round {round_index + 1}: {_label(phase, ragged)} B={batch} T={seq_len}")
+    samples = _samples(timings)
     gemm = profile_gemm(model, mode.gemm_tokens, repeats=mode.repeats, rng=rng)  # ~1 s
     return ProfileResult(model=model, dims=dims, mode=mode.name, samples=samples, gemm=gemm,
                          fingerprint=machine_fingerprint(), duration_s=time.perf_counter() - start,
                          skipped=skipped)
+
+
+def _samples(timings: dict[tuple[str, str, int, int, bool], list[tuple[float, float]]]
+             ) -> list[Sample]:
+    """A sample per (phase, candidate, B, T, ragged) from its rounds' (median, fastest)."""
+    return [Sample(phase, name, batch, seq_len, min(t[0] for t in times), fastest[0], ragged,
+                   fastest[1] / fastest[0] - 1 if len(fastest) > 1 else math.nan)
+            for (phase, name, batch, seq_len, ragged), times in timings.items()
+            for fastest in [sorted(t[1] for t in times)]]
+
+
+def _retime_order(points: list, samples: list[Sample], mode: ProfileMode,
+                  dims: AttentionDims) -> list:
+    """`points` by the median log excess of their candidates' fastest calls over a fit of all
+    the samples, most first; points never timed last. The fit's hardware figures only scale
+    its roofline feature, so the machine's preset serves."""
+    cands = {c.name: c for p in PHASES for c in candidates_of(mode, p, dims)}
+    model = fit_latency(samples, list(cands.values()), dims, HardwareSpec.preset("cpu-local"))
+    excess = defaultdict(list)
+    for s in samples:
+        predicted = model.predict_s(cands[s.candidate], s.batch, s.seq_len, s.ragged)
+        excess[(s.phase, s.batch, s.seq_len, s.ragged)].append(
+            math.log(s.min_s / max(predicted, 1e-12)))
+    rank = {p: float(np.median(e)) for p, e in excess.items()}
+    return sorted(points, key=lambda p: -rank.get(tuple(p), -math.inf))
 
 
 def _compile_kernels(mode: ProfileMode, dims: AttentionDims, seed: int) -> None:

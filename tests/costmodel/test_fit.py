@@ -18,7 +18,7 @@ from refimpl.costmodel.candidates import (
     ragged_context_lens,
 )
 from refimpl.costmodel.fit import FEATURES, features, fit_latency, holdout_mask, miss_fraction
-from refimpl.costmodel.profile import Sample
+from refimpl.costmodel.sample import Sample
 from refimpl.kernels import decode_costs
 
 from ._helpers import DIMS, GRID

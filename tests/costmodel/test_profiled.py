@@ -102,7 +102,7 @@ def test_each_point_keeps_its_fastest_call_and_spread_over_the_rounds(monkeypatc
     per_round = sum(len(profile.candidates_of(mode, phase, dims)) for phase, *_ in points)
     calls = []
 
-    def timings(call, repeats, max_total_s):  # (median, fastest); the second round is quiet
+    def timings(call, repeats, max_total_s, warm_up):  # (median, fastest); round 2 is quiet
         calls.append(call)
         return {1: (2.0, 1.0), 2: (3.0, 1.5)}.get((len(calls) - 1) // per_round, (5.0, 4.0))
 
@@ -114,6 +114,81 @@ def test_each_point_keeps_its_fastest_call_and_spread_over_the_rounds(monkeypatc
     assert all(s.spread == pytest.approx(0.5) for s in result.samples)  # 1.5 / 1.0 - 1
 
 
+def _points_timed(monkeypatch, profile):
+    """Patch `profile` to time nothing and record, per call, (point, warm-up asked)."""
+    monkeypatch.setattr(profile, "_compile_kernels", lambda *args: None)
+    made, calls = {}, []
+    inputs = profile._inputs
+
+    def tagged(phase, dims, batch, seq_len, ragged, rng):
+        run = inputs(phase, dims, batch, seq_len, ragged, rng)
+        made[id(run)] = (phase, batch, seq_len, ragged)
+        return run
+
+    def timings(call, repeats, max_total_s, warm_up):
+        calls.append((made[id(call.func)], warm_up))
+        return 2.0, 1.0
+
+    monkeypatch.setattr(profile, "_inputs", tagged)
+    monkeypatch.setattr(profile, "time_calls", timings)
+    return calls
+
+
+def test_only_a_points_first_candidate_warms_up(monkeypatch):
+    """Its warm-up faults the point's fresh inputs in; the others run on the same inputs."""
+    from refimpl.costmodel import profile
+
+    monkeypatch.setitem(MODES, "quick", dataclasses.replace(MINI, rounds=2, pages_per_tile=(1, 2)))
+    calls = _points_timed(monkeypatch, profile)
+    run_profile(TINY, "quick", progress=False)
+    points, _ = profile._plan(MODES["quick"], profile.AttentionDims.of(TINY))
+    assert sum(warm for _, warm in calls) == 2 * len(points)  # one per point and round
+    assert all(warm != (i > 0 and calls[i - 1][0] == point)
+               for i, (point, warm) in enumerate(calls))
+
+
+def test_later_rounds_retime_first_the_points_above_the_fit(monkeypatch):
+    """A point timed 3x slow stands above a fit of the rest, so the next round takes it first,
+    and a budget cutting that round would cut the points least in need of it."""
+    from refimpl.costmodel import profile
+    from refimpl.costmodel.candidates import AttentionDims
+    from refimpl.costmodel.sample import Sample
+
+    dims = AttentionDims.of(TINY)
+    points, _ = profile._plan(MINI, dims)
+    slow = points[len(points) // 2]
+    samples = []
+    for phase, batch, seq_len, ragged in points:
+        for cand in profile.candidates_of(MINI, phase, dims):
+            costs = cand.costs(dims, batch, seq_len, ragged)
+            t = (1e-6 + costs.flops / 20e9 + costs.hbm_bytes / 5e9) * (
+                3.0 if (phase, batch, seq_len, ragged) == slow else 1.0)
+            samples.append(Sample(phase, cand.name, batch, seq_len, t, t, ragged))
+    never = ("decode", 999, 999, False)
+    order = profile._retime_order([never, *points], samples, MINI, dims)
+    assert order[0] == slow and order[-1] == never
+    assert sorted(order) == sorted([never, *points])
+
+
+def test_points_past_the_call_cap_are_listed_and_never_timed(monkeypatch):
+    from refimpl.costmodel import profile
+
+    dims = profile.AttentionDims.of(TINY)
+    everything, _ = profile._plan(MINI, dims)
+    estimate = {p: profile._call_estimate_s(profile.candidates_of(MINI, p[0], dims)[0], dims,
+                                            *p[1:]) for p in everything}
+    cap = sorted(estimate.values())[len(estimate) // 2]
+    mode = dataclasses.replace(MINI, max_call_s=cap, rounds=1)
+    monkeypatch.setitem(MODES, "quick", mode)
+    calls = _points_timed(monkeypatch, profile)
+    result = run_profile(TINY, "quick", progress=False)
+    timed = {point for point, _ in calls}
+    assert timed == {p for p, e in estimate.items() if e <= cap}
+    assert 0 < len(timed) < len(everything)
+    assert sorted(result.skipped) == sorted((profile._label(p[0], p[3]), p[1], p[2])
+                                            for p in everything if p not in timed)
+
+
 def test_a_point_timed_in_one_round_has_no_spread_and_the_report_says_so(monkeypatch):
     """A budget that ends in the first round leaves nothing to compare: not a spread of 0."""
     from refimpl.costmodel import profile
@@ -121,7 +196,7 @@ def test_a_point_timed_in_one_round_has_no_spread_and_the_report_says_so(monkeyp
 
     monkeypatch.setitem(MODES, "quick", dataclasses.replace(MINI, rounds=1))
     monkeypatch.setattr(profile, "_compile_kernels", lambda *args: None)
-    monkeypatch.setattr(profile, "time_calls", lambda call, repeats, max_total_s: (2.0, 1.0))
+    monkeypatch.setattr(profile, "time_calls", lambda call, *args, **kwargs: (2.0, 1.0))
     result = run_profile(TINY, "quick", progress=False)
     assert result.samples and all(math.isnan(s.spread) for s in result.samples)
     table = build_profiled_table(result, HardwareSpec("cpu", 512 * 1024, 1 << 34, 10e9, 20e9,
