@@ -304,11 +304,14 @@ def _mape(pairs: list[tuple[float, float]]) -> float:
 
 
 def fit_latency(samples: Sequence[Sample], candidates: Sequence[Candidate],
-                dims: AttentionDims, hardware: HardwareSpec) -> LatencyModel:
+                dims: AttentionDims, hardware: HardwareSpec, *,
+                heldout: bool = True) -> LatencyModel:
     """Fit every profiled candidate; measure the error on held-out points, then refit on all.
 
     The held-out error estimates the error of the final model, which also uses those points
-    (for the estimate, the cache size too is chosen on the training points only).
+    (for the estimate, the cache size too is chosen on the training points only). Without
+    `heldout` the estimate is skipped (`errors` left empty, half the cache search) and the
+    final model is the same.
     """
     cands = {c.name: c for c in candidates}
     coefficients: dict[str, tuple[float, ...]] = {}
@@ -320,30 +323,8 @@ def fit_latency(samples: Sequence[Sample], candidates: Sequence[Candidate],
         if not mine:
             continue
         groups = _fit_groups(mine, cands, dims, hardware, [not h for h in _held_out(mine)])
-        # held-out (measured, predicted, baseline) seconds and spreads, equal and ragged apart
-        points: dict[bool, list[tuple[float, float, float]]] = {False: [], True: []}
-        spreads: dict[bool, list[float]] = {False: [], True: []}
-        num_train = 0
-        caches = _choose_caches(groups, lambda g: g.train)  # the held-out points stay unseen
-        for group in groups.values():
-            tr, held = group.train, ~group.train
-            x, y, xb = group.with_cache(caches), group.y, group.baseline_x
-            if tr.sum() >= 2 and held.any():
-                predicted = x[held] @ nnls_relative(x[tr], y[tr])
-                baseline = xb[held] @ nnls_relative(xb[tr], y[tr])
-                for m, p, b, ragged, spread in zip(y[held], predicted, baseline,
-                                                   group.ragged[held], group.spread[held],
-                                                   strict=True):
-                    points[bool(ragged)].append((float(m), float(p), float(b)))
-                    spreads[bool(ragged)].append(float(spread))
-            num_train += int(tr.sum())
-        for key, ragged in ((phase, False), (RAGGED_DECODE, True)):
-            found = points[ragged]
-            if found or key == phase:
-                errors[key] = PhaseError(
-                    key, _mape([(m, p) for m, p, _ in found]),
-                    _mape([(m, b) for m, _, b in found]), num_train, len(found), tuple(found),
-                    _mean_spread(spreads[ragged]))
+        if heldout:
+            errors.update(_heldout_errors(phase, groups))
         caches = _choose_caches(groups, lambda g: np.ones_like(g.train))
         cache_bytes[phase], reuse_cache_bytes[phase] = caches
         for name, group in groups.items():
@@ -351,3 +332,34 @@ def fit_latency(samples: Sequence[Sample], candidates: Sequence[Candidate],
                 group.with_cache(caches), group.y))
     return LatencyModel(dims, hardware.peak_flops, hardware.memory_bandwidth_bytes_s,
                         coefficients, errors, cache_bytes, reuse_cache_bytes)
+
+
+def _heldout_errors(phase: str, groups: dict[str, _Group]) -> dict[str, PhaseError]:
+    """`phase`'s held-out errors (and its ragged shapes' apart) of the fit on the training
+    points, the caches chosen on them too."""
+    errors: dict[str, PhaseError] = {}
+    # held-out (measured, predicted, baseline) seconds and spreads, equal and ragged apart
+    points: dict[bool, list[tuple[float, float, float]]] = {False: [], True: []}
+    spreads: dict[bool, list[float]] = {False: [], True: []}
+    num_train = 0
+    caches = _choose_caches(groups, lambda g: g.train)  # the held-out points stay unseen
+    for group in groups.values():
+        tr, held = group.train, ~group.train
+        x, y, xb = group.with_cache(caches), group.y, group.baseline_x
+        if tr.sum() >= 2 and held.any():
+            predicted = x[held] @ nnls_relative(x[tr], y[tr])
+            baseline = xb[held] @ nnls_relative(xb[tr], y[tr])
+            for m, p, b, ragged, spread in zip(y[held], predicted, baseline,
+                                               group.ragged[held], group.spread[held],
+                                               strict=True):
+                points[bool(ragged)].append((float(m), float(p), float(b)))
+                spreads[bool(ragged)].append(float(spread))
+        num_train += int(tr.sum())
+    for key, ragged in ((phase, False), (RAGGED_DECODE, True)):
+        found = points[ragged]
+        if found or key == phase:
+            errors[key] = PhaseError(
+                key, _mape([(m, p) for m, p, _ in found]),
+                _mape([(m, b) for m, _, b in found]), num_train, len(found), tuple(found),
+                _mean_spread(spreads[ragged]))
+    return errors

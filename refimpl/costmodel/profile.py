@@ -248,14 +248,15 @@ def _retime_order(points: list, samples: list[Sample], mode: ProfileMode,
     the samples, most first; points never timed last. The fit's hardware figures only scale
     its roofline feature, so the machine's preset serves."""
     cands = {c.name: c for p in PHASES for c in candidates_of(mode, p, dims)}
-    model = fit_latency(samples, list(cands.values()), dims, HardwareSpec.preset("cpu-local"))
+    model = fit_latency(samples, list(cands.values()), dims, HardwareSpec.preset("cpu-local"),
+                        heldout=False)
     excess = defaultdict(list)
     for s in samples:
         predicted = model.predict_s(cands[s.candidate], s.batch, s.seq_len, s.ragged)
         excess[(s.phase, s.batch, s.seq_len, s.ragged)].append(
             math.log(s.min_s / max(predicted, 1e-12)))
     rank = {p: float(np.median(e)) for p, e in excess.items()}
-    return sorted(points, key=lambda p: -rank.get(tuple(p), -math.inf))
+    return sorted(points, key=lambda p: -rank.get(p, -math.inf))
 
 
 def _compile_kernels(mode: ProfileMode, dims: AttentionDims, seed: int) -> None:

@@ -72,6 +72,15 @@ def test_noise_shows_in_the_held_out_error():
             np.mean([abs(b / m - 1) for m, _, b in error.heldout_s]))
 
 
+def test_skipping_the_held_out_estimate_leaves_the_final_model_as_it_was():
+    cands, samples = _samples(noise=0.05)
+    full, quick = (fit_latency(samples, cands, DIMS, HW, heldout=h) for h in (True, False))
+    assert quick.errors == {} and full.errors
+    assert quick.coefficients == full.coefficients
+    assert (quick.cache_bytes, quick.reuse_cache_bytes) == (full.cache_bytes,
+                                                            full.reuse_cache_bytes)
+
+
 def test_the_held_out_spread_is_the_mean_spread_of_the_held_out_samples():
     cands, samples = _samples(noise=0.0)
     samples = [dataclasses.replace(s, spread=1e-3 * i**2) for i, s in enumerate(samples)]
