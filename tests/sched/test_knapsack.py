@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from refimpl.sched.slo.knapsack import (
     VALUE_LATENESS,
     VALUE_PER_TIME,
+    _kth_smallest,
     bucket_of,
     select_decode_batch,
     tick_inputs,
@@ -174,3 +175,18 @@ def test_a_decode_needs_a_page_exactly_when_its_last_page_is_full():
     _, _, kv_need, _, _ = tick_inputs(context, np.ones(5), np.ones(5, bool), 0.0, 1e-3, 0.25,
                                       2.0, 1e-4, 1e-7, 16, 512)
     assert kv_need.tolist() == [0, 1, 0, 1, 0]
+
+
+@settings(max_examples=80, deadline=None)
+@given(values=st.lists(st.sampled_from([-np.inf, -2.0, -1.0, -0.5, 0.0, 0.0, 1.0, 3.0, np.inf,
+                                        np.nan]) | st.floats(-10, 10), min_size=1, max_size=60),
+       data=st.data())
+def test_the_kth_smallest_is_what_numpy_partition_puts_at_k(values, data):
+    k = data.draw(st.integers(0, len(values) - 1))
+    padded = np.array([*values, 7.0, 7.0])  # past `size`: never read
+    work = padded.copy()
+    got = _kth_smallest(work, len(values), k)
+    want = np.partition(np.array(values), k)[k]
+    assert got == want or (np.isnan(got) and np.isnan(want))
+    assert sorted(map(repr, work[:len(values)])) == sorted(map(repr, padded[:len(values)]))
+    assert list(work[len(values):]) == [7.0, 7.0]

@@ -192,6 +192,56 @@ def _any_fits(keys, slots, size, cut, est_time_s, kv_need, time_left, pages_left
 
 
 @inline_kernel
+def _before(a, b):
+    """Whether a sorts before b, NaN last (NumPy's order)."""
+    return a < b or (b != b and a == a)
+
+
+@inline_kernel
+def _median_of_three(a, b, c):
+    """The middle one of three values in `_before` order."""
+    if _before(b, a):
+        a, b = b, a
+    if _before(c, b):
+        b = c
+        if _before(b, a):
+            b = a
+    return b
+
+
+@kernel
+def _kth_smallest(values, size, k):
+    """What `np.partition(values[:size], k)[k]` holds, found in place in values[:size]
+    (reordered): quickselect with a three-way split, so runs of equal keys cost no more.
+
+    Written out rather than calling np.partition: Numba's partition compiles its shape checks'
+    messages and a unique() with it, 5.8 s of a cold serving loop (measured), for one number.
+    """
+    lo, hi = 0, size - 1
+    while lo < hi:
+        pivot = _median_of_three(values[lo], values[(lo + hi) // 2], values[hi])
+        below, i, above = lo, lo, hi  # [lo, below) < pivot, [below, i) == pivot, (above, hi] >
+        while i <= above:
+            v = values[i]
+            if _before(v, pivot):
+                values[i], values[below] = values[below], v
+                below += 1
+                i += 1
+            elif _before(pivot, v):
+                values[i], values[above] = values[above], v
+                above -= 1
+            else:
+                i += 1
+        if k < below:
+            hi = below - 1
+        elif k > above:
+            lo = above + 1
+        else:
+            return pivot
+    return values[k]
+
+
+@inline_kernel
 def _gather(keys, slots, size, cut, above, heap_keys, heap_slots):
     """Copy the entries with key <= `cut` (or > `cut` when `above`) to the heap; how many."""
     m = 0
@@ -213,7 +263,11 @@ def _take_best(keys, slots, size, est_time_s, kv_need, bucket, opened, taken, ou
     one, at O(size + B log B) instead of O(size log size).
     """
     room = max_batch - count
-    cut = np.inf if size <= 4 * room + 64 else np.partition(keys[:size], room)[room]
+    cut = np.inf
+    if size > 4 * room + 64:
+        for i in range(size):  # the heap is free until _gather fills it
+            heap_keys[i] = keys[i]
+        cut = _kth_smallest(heap_keys, size, room)
     m = _gather(keys, slots, size, cut, False, heap_keys, heap_slots)
     count, time_left, pages_left = _take_in_order(heap_keys, heap_slots, m, est_time_s,
                                                   kv_need, bucket, opened, taken, out, count,
