@@ -203,6 +203,15 @@ class KernelDispatcher(CPUDispatcher):
             tuple(nb_types.unliteral(a) for a in args),
             {name: nb_types.unliteral(a) for name, a in kws.items()})
 
+    def caches_on_disk(self) -> bool:
+        """Whether this kernel's builds are kept in the on-disk cache."""
+        return isinstance(self._cache, _FunctionCache)
+
+    def has_cached_build(self) -> bool:
+        """Whether the on-disk cache holds a build of this kernel for today's sources (a stale
+        or unreadable index holds none)."""
+        return self.caches_on_disk() and bool(self._cache._cache_file._load_index())
+
 
 def kernel(fn: Callable[..., Any] | None = None, *, fast_float: bool = False,
            calls_python: bool = False):

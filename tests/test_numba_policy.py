@@ -203,3 +203,33 @@ def test_an_index_naming_a_class_that_no_longer_exists_is_a_cache_miss(tmp_path)
     done = subprocess.run(run, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr  # recompiled, not AttributeError
     assert done.stdout.split() == ["42"]
+
+
+_SEEN_MODULE = '''
+from refimpl._numba import kernel
+
+
+@kernel
+def add_one(x):
+    return x + 1
+'''
+
+_SEEN_RUN = '''
+import sys
+sys.path.insert(0, sys.argv[1])
+import seenmod
+before = seenmod.add_one.has_cached_build()
+seenmod.add_one(1)
+print(before, seenmod.add_one.has_cached_build())
+'''
+
+
+@pytest.mark.parametrize(("cache", "runs"), [("1", ["False True", "True True"]),
+                                             ("0", ["False False", "False False"])])
+def test_a_cached_build_is_seen_from_the_next_process_on(tmp_path, cache, runs):
+    (tmp_path / "seenmod.py").write_text(_SEEN_MODULE)
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "REFIMPL_NUMBA_CACHE": cache}
+    for want in runs:
+        done = subprocess.run([sys.executable, "-c", _SEEN_RUN, str(tmp_path)], env=env,
+                              check=True, capture_output=True, text=True)
+        assert done.stdout.strip() == want

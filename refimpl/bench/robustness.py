@@ -50,7 +50,7 @@ from refimpl.bench.serving import TARGET, base_workload, capacity
 from refimpl.config import ModelConfig
 from refimpl.config.slo_sets import SLOSet, one_class, slo_set
 from refimpl.engine import simulate
-from refimpl.engine.engine import warm_up
+from refimpl.engine.compile_loop import warm_up
 from refimpl.metrics.table import format_reasons
 from refimpl.sched import POLICIES
 from refimpl.workloads import (

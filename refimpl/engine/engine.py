@@ -11,10 +11,10 @@ KV pages of cached prompt prefixes (refimpl.kv.prefix); the cache is emptied at 
 
 from __future__ import annotations
 
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -56,47 +56,11 @@ from refimpl.sched.table import (
     write_back,
 )
 
-__all__ = ["Engine", "EngineRun", "loop_ready", "prepare_loop", "warm_up"]
+__all__ = ["Engine", "EngineRun"]
 
 Progress = Callable[[int, int], None]  # (requests ended, requests in all)
 INITIAL_STEPS = 4096  # rows of the step records before the first doubling
 PROGRESS_EVERY, PROGRESS_EVERY_EXECUTED = 8192, 8  # steps between progress reports
-
-
-def loop_ready() -> bool:
-    """Whether this process has the serving loop compiled (or loaded) already."""
-    return bool(serve.signatures)
-
-
-def warm_up() -> float:
-    """Compile the serving loop in this process (or load it from Numba's cache); returns the
-    seconds that took, 0 if it was ready. Every run uses the same compiled loop, so one tiny
-    run prepares it for all policies."""
-    if loop_ready():
-        return 0.0
-    from refimpl.config.hardware import HardwareSpec
-    from refimpl.costmodel.step import RooflineStepModel
-    from refimpl.sched.policies.vllm import VLLMPolicy
-
-    started = time.perf_counter()
-    model = ModelConfig.preset("llama-3-8b")
-    step_model = RooflineStepModel(model, HardwareSpec.preset("h100-sxm"))
-    Engine(VLLMPolicy(), SimulatedExecutor(step_model), PagePool(8, 16), model).run(
-        [Request(0, 0.0, 4, 2)])
-    return time.perf_counter() - started
-
-
-def prepare_loop() -> float:
-    """Compile (or load) the serving loop in this process, saying so on the terminal; returns
-    the seconds it took. A sweep does it first: the Numba cache it fills is what workers load
-    from, so no two processes compile it at once."""
-    if loop_ready():
-        return 0.0
-    print("preparing the serving loop (compiled once per machine, about two minutes; then "
-          "loaded from Numba's cache) ...", end=" ", file=sys.stderr, flush=True)
-    seconds = warm_up()
-    print(f"{seconds:.1f} s", file=sys.stderr)
-    return seconds
 
 
 class EngineRun:
@@ -129,6 +93,19 @@ class Engine:
         """Serve `requests` (in arrival order) to the end; returns the records. The prefix
         cache keys a request's blocks on `block_hashes[request_id]` where given (the real
         engine's token hashes), else on its own `block_hashes`."""
+        serving = self._start(requests, progress, block_hashes)
+        with bridge.registered(serving.bridge) as handle:
+            outcome = serve(*serving.arguments(handle))
+        return self._finish(serving, outcome, progress)
+
+    def loop_arguments(self, requests: Sequence[Request]) -> tuple:
+        """The serving loop's arguments for `requests` (no bridge handle), without serving:
+        what compiling the loop's calls ahead of it needs (refimpl.engine.compile_loop)."""
+        return self._start(requests, None, None).arguments(0)
+
+    def _start(self, requests: Sequence[Request], progress: Progress | None,
+               block_hashes: Mapping[int, tuple[int, ...]] | None) -> _Serving:
+        """The run laid out and the policy and the gate bound, ready to serve."""
         if self.pool.request_ids():
             raise ConfigError("pool", self.pool.request_ids()[:5], "must be empty before a run")
         pending = arrival_order(requests)
@@ -146,18 +123,14 @@ class Engine:
         slo = slo_state(self.policy)
         run = bridge.RunBridge(self.policy, gate, self.executor, plan, finished, gate_out,
                                reasons, kernels, arrays, budget_slot(slo), progress)
-        with bridge.registered(run) as handle:
-            config = np.array([self.policy.code, _gate_kind(gate), self.executor.code, handle,
-                               self.model.max_context, time.CLOCK_MONOTONIC,
-                               _observes(self.policy), self._progress_every(progress)],
-                              np.int64)
-            num_steps, step_f, step_i, error, row = serve(
-                config, policy_params(self.policy), self._tier_rates(),
-                self.executor.coefficients, arrays.ints, arrays.floats, arrays.kv,
-                arrays.queues, slo, _gate_state(gate), plan, finished, started, gate_out,
-                kernel_counts,
-                np.zeros((INITIAL_STEPS, len(STEP_FLOAT_FIELDS))),
-                np.zeros((INITIAL_STEPS, len(STEP_INT_FIELDS)), np.int64))
+        return _Serving(self, pending, arrays, gate, plan, finished, started, gate_out, slo,
+                        kernels, kernel_counts, run)
+
+    def _finish(self, serving: _Serving, outcome: tuple, progress: Progress | None
+                ) -> EngineRun:
+        """The records of a served run, the results written back and checked."""
+        num_steps, step_f, step_i, error, row = outcome
+        pending, arrays, gate = serving.pending, serving.arrays, serving.gate
         if error:
             value = f"request {row}" if row >= 0 else "steps" if error == NO_PROGRESS else "pages"
             raise SchedulingError("plan", value, f"policy {self.policy.name!r}'s plan "
@@ -168,15 +141,16 @@ class Engine:
         prefix_counts = ({name: int(v) for name, v in zip(STAT_FIELDS, stats, strict=True)}
                          if prefix.enabled else {})
         flush_prefix(arrays.kv)  # every request ended: the cached pages go back to the pool
-        write_back(arrays.ints, arrays.floats, reasons, pending)
+        write_back(arrays.ints, arrays.floats, serving.bridge.reasons, pending)
         self._check_nothing_lost(pending)
         if progress is not None:
-            progress(n, n)
+            progress(len(pending), len(pending))
         columns = {name: np.ascontiguousarray(step_f[:num_steps, k])
                    for k, name in enumerate(STEP_FLOAT_FIELDS)}
         columns.update({name: np.ascontiguousarray(step_i[:num_steps, k])
                         for k, name in enumerate(STEP_INT_FIELDS)})
-        usage = {kernels.names[c]: int(kernel_counts[c]) for c in np.flatnonzero(kernel_counts)}
+        usage = {serving.kernels.names[c]: int(serving.kernel_counts[c])
+                 for c in np.flatnonzero(serving.kernel_counts)}
         return EngineRun(pending, StepRecords(
             **columns, kv_total_pages=self.pool.num_pages, kernel_usage=usage,
             admission_counts=dict(Counter(gate.counts)) if gate is not None else {},
@@ -234,6 +208,38 @@ class Engine:
             raise AssertionError(  # a loop or policy bug, never the user's input
                 f"run ended with requests {unfinished[:5]} unfinished and "
                 f"{self.pool.num_used_pages} KV pages still held")
+
+
+@dataclass
+class _Serving:
+    """A run laid out for the loop: what `serve` is handed and what the records read after."""
+
+    engine: Engine
+    pending: list[Request]
+    arrays: RunArrays
+    gate: Gate | None
+    plan: Any
+    finished: np.ndarray
+    started: np.ndarray
+    gate_out: np.ndarray
+    slo: Any
+    kernels: NameCodes
+    kernel_counts: np.ndarray
+    bridge: bridge.RunBridge
+
+    def arguments(self, handle: int) -> tuple:
+        """`serve`'s arguments, the run's Python side registered as `handle`."""
+        engine, progress = self.engine, self.bridge.progress
+        config = np.array([engine.policy.code, _gate_kind(self.gate), engine.executor.code,
+                           handle, engine.model.max_context, time.CLOCK_MONOTONIC,
+                           _observes(engine.policy), engine._progress_every(progress)],
+                          np.int64)
+        return (config, policy_params(engine.policy), engine._tier_rates(),
+                engine.executor.coefficients, self.arrays.ints, self.arrays.floats,
+                self.arrays.kv, self.arrays.queues, self.slo, _gate_state(self.gate), self.plan,
+                self.finished, self.started, self.gate_out, self.kernel_counts,
+                np.zeros((INITIAL_STEPS, len(STEP_FLOAT_FIELDS))),
+                np.zeros((INITIAL_STEPS, len(STEP_INT_FIELDS)), np.int64))
 
 
 def _gate_kind(gate: Gate | None) -> int:

@@ -47,7 +47,8 @@ from refimpl.sched.table import (
     UNSCHEDULABLE,
 )
 
-__all__ = ["CONFIG_FIELDS", "MAX_IDLE_STEPS", "STEP_FLOAT_FIELDS", "STEP_INT_FIELDS", "serve"]
+__all__ = ["CONFIG_FIELDS", "MAX_IDLE_STEPS", "STEP_FLOAT_FIELDS", "STEP_INT_FIELDS",
+           "ahead_calls", "serve"]
 
 # Entries of `config`: the policy's code, the gate's kind, the executor's code, the
 # run's bridge handle, the model's context length, the clock id, whether a Python policy wants
@@ -141,6 +142,34 @@ def serve(config, params, rates, coefficients, ints, floats, kv, q, slo, gs, pla
         if config[PROGRESS] > 0 and num_steps % config[PROGRESS] == 0:
             _progress(handle)
     return num_steps, step_f, step_i, 0, -1
+
+
+def ahead_calls(config, params, rates, coefficients, ints, floats, kv, q, slo, gs, plan,
+                finished, started, gate_out, kernel_counts, step_f, step_i) -> dict:
+    """The loop's largest calls with arguments of the types `serve` passes them, given serve's
+    arguments: name -> (kernel, arguments), so they can be compiled before the loop (in
+    another process too). `tests/engine/test_warm_up.py` checks that these are the types the
+    loop compiles them for."""
+    now, count, code = 0.0, 0, config[POLICY]  # any float64 time, any int64 count
+    ones = np.ones(ints.shape[1], np.int64)
+    entries, sizes = plan.entries, plan.sizes
+    return {
+        "plan_slo": (d.plan_slo, (slo, coefficients, ints, floats, kv, entries, sizes,
+                                  plan.kernels, now)),
+        "plan_step": (d.plan_step, (code, params, coefficients, config[HANDLE], ints, floats,
+                                    kv, q, entries, sizes, now)),
+        "arrive": (_arrive, (config, ints, floats, kv, q, slo, gs, gate_out, count, now)),
+        "poll_gate": (_poll_gate, (config, ints, floats, kv, q, slo, gs, gate_out, now)),
+        "prepare": (prepare, (ints, floats, kv, entries, sizes, now, finished, started, ones,
+                              True, True)),
+        "commit_tokens": (commit_tokens, (ints, floats, kv, entries, sizes, now, now,
+                                          finished, count)),
+        "update": (update, (ints, q, entries, sizes, started, count)),
+        "policy_update": (d.update, (code, config[HANDLE], slo, ints, floats, entries, sizes,
+                                     count, now)),
+        "observe_gate": (gate.observe, (gs, ints, floats, entries, sizes, finished, count,
+                                        now)),
+    }
 
 
 @kernel(calls_python=True)

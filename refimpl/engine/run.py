@@ -32,7 +32,8 @@ from refimpl.costmodel.calibrate import Calibrator
 from refimpl.costmodel.profiled import default_table_for
 from refimpl.costmodel.step import StepTimeModel
 from refimpl.costmodel.table import CostTable
-from refimpl.engine.engine import Engine, Progress, warm_up
+from refimpl.engine.compile_loop import warm_up
+from refimpl.engine.engine import Engine, Progress
 from refimpl.engine.executor import SimulatedExecutor
 from refimpl.engine.model_executor import ModelExecutor, Slowdown, TokenCallback
 from refimpl.engine.prompts import prompt_tokens, token_block_hashes

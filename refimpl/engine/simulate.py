@@ -24,7 +24,8 @@ from refimpl.config import SLO, HardwareSpec, ModelConfig, dtype_bytes
 from refimpl.config._validate import check_seed
 from refimpl.costmodel.choose import step_time_model
 from refimpl.costmodel.step import StepTimeModel
-from refimpl.engine.engine import Engine, Progress, warm_up
+from refimpl.engine.compile_loop import warm_up
+from refimpl.engine.engine import Engine, Progress
 from refimpl.engine.executor import SimulatedExecutor
 from refimpl.errors import CapacityError, ConfigError
 from refimpl.kv._checks import check_count
