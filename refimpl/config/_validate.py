@@ -26,6 +26,22 @@ def positive_real(field: str, value: object) -> None:
         raise ConfigError(field, value, "must be a finite number above 0")
 
 
+def positive_limit(field: str, value: object) -> None:
+    """Require a number > 0, infinity allowed (no limit)."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise ConfigError(field, value, "must be a number")
+    if math.isnan(value) or value <= 0:
+        raise ConfigError(field, value, "must be above 0 (inf: no limit)")
+
+
+def positive_ints(field: str, values: object, *, empty: bool = False) -> None:
+    """Require a tuple of whole numbers >= 1 (`empty`: possibly none)."""
+    if not isinstance(values, tuple) or (not values and not empty):
+        raise ConfigError(field, values, "must be a tuple of integers" if empty
+                          else "must be a non-empty tuple of integers")
+    for value in values:
+        positive_int(field, value)
+
 
 def check_seed(seed: object, field: str = "seed") -> int:
     """`seed` as an int, or a `ConfigError` unless it is an integer >= 0 (what NumPy takes)."""

@@ -29,6 +29,7 @@ import numpy as np
 
 from refimpl._version import __version__
 from refimpl.config import HardwareSpec, ModelConfig
+from refimpl.config._validate import positive_int, positive_ints, positive_limit
 from refimpl.config.probe import machine_fingerprint
 from refimpl.costmodel._timing import time_calls
 from refimpl.costmodel.candidates import (
@@ -73,6 +74,22 @@ class ProfileMode:
     ragged_batches: tuple[int, ...] = ()  # B values of ragged decode shapes (T: decode's)
     # Points whose call `_call_estimate_s` puts past this are not timed (the fit extrapolates)
     max_call_s: float = math.inf
+
+    def __post_init__(self) -> None:
+        for grid in ("batches", "seq_lens"):
+            per_phase = getattr(self, grid)
+            if not isinstance(per_phase, dict) or set(per_phase) != set(PHASES):
+                raise ConfigError(grid, per_phase, "must map each phase to its values",
+                                  choices=PHASES)
+            for phase, values in per_phase.items():
+                positive_ints(f"{grid}[{phase!r}]", values)
+        for name in ("tile_q", "tile_k", "pages_per_tile", "gemm_tokens"):
+            positive_ints(name, getattr(self, name))
+        positive_ints("ragged_batches", self.ragged_batches, empty=True)
+        for name in ("repeats", "rounds", "max_kv_tokens"):
+            positive_int(name, getattr(self, name))
+        for name in ("max_point_s", "budget_s", "max_call_s"):
+            positive_limit(name, getattr(self, name))
 
 
 MODES: dict[str, ProfileMode] = {
@@ -198,7 +215,9 @@ def run_profile(model: ModelConfig, mode: str | ProfileMode = "quick", *,
         if mode not in MODES:
             raise ConfigError("mode", mode, "unknown profile mode", choices=MODES)
         mode = MODES[mode]
-    budget_s = mode.budget_s if budget_s is None else budget_s
+    if budget_s is None:
+        budget_s = mode.budget_s
+    positive_limit("budget_s", budget_s)
     dims = AttentionDims.of(model)
     rng = np.random.default_rng(seed)
     points, skipped = _plan(mode, dims)

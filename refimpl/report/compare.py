@@ -22,8 +22,9 @@ __all__ = ["HIGHER_IS_BETTER", "compare_reports", "format_compare", "load_report
 
 ROWS = COMPARISON_COLUMNS  # the figures compared: those of the side-by-side table
 HIGHER_IS_BETTER = {"num_finished", "throughput_tok_s", "goodput_req_s", "slo_attainment"}
-# Settings that vary between two runs of the same thing: not differences worth showing.
-_MEASURED_SETTINGS = {"compile_s", "wall_s", "key"}
+# Settings that vary between two runs of the same thing: not differences worth showing (a
+# real run's compile and first-call seconds and its measured step profile among them).
+_MEASURED_SETTINGS = {"compile_s", "wall_s", "key", "kernels_warm_up_s", "step_profile"}
 _GREEN, _RED, _RESET = "\033[32m", "\033[31m", "\033[0m"
 
 

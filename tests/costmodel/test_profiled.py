@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import time
 
 import pytest
@@ -204,3 +205,30 @@ def test_a_point_timed_in_one_round_has_no_spread_and_the_report_says_so(monkeyp
     assert all(math.isnan(s) for s in table.info["heldout_spread"].values())
     assert format_spread(table.info["heldout_spread"]["decode"]) == "one round"
     assert format_spread(0.023) == "2.3 %"
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"repeats": 0}, "repeats"), ({"rounds": 1.5}, "rounds"), ({"budget_s": 0.0}, "budget_s"),
+    ({"max_call_s": -1.0}, "max_call_s"), ({"max_point_s": math.nan}, "max_point_s"),
+    ({"max_kv_tokens": True}, "max_kv_tokens"), ({"tile_q": ()}, "tile_q"),
+    ({"pages_per_tile": (2, 0)}, "pages_per_tile"), ({"ragged_batches": [3]}, "ragged_batches"),
+    ({"batches": {"prefill": (1,), "decode": (1,)}}, "batches"),
+    ({"seq_lens": {"prefill": (32,), "chunk": (32,), "decode": (-4,)}}, "seq_lens['decode']"),
+])
+def test_a_bad_profile_mode_is_refused_by_name(change, field):
+    with pytest.raises(ConfigError, match=re.escape(field)):
+        dataclasses.replace(MINI, **change)
+
+
+def test_no_limit_is_a_limit_too_and_a_bad_budget_is_refused_before_any_timing(monkeypatch):
+    from refimpl.costmodel import profile
+
+    assert dataclasses.replace(MINI, budget_s=math.inf, max_call_s=math.inf).budget_s == math.inf
+    assert dataclasses.replace(MINI, ragged_batches=()).ragged_batches == ()
+
+    def never(*args):
+        raise AssertionError("a kernel ran")
+
+    monkeypatch.setattr(profile, "_compile_kernels", never)
+    with pytest.raises(ConfigError, match="budget_s"):
+        run_profile(TINY, MINI, budget_s=-1.0, progress=False)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from refimpl.errors import KVCacheError
+from refimpl.errors import ConfigError, KVCacheError
 from refimpl.kernels import decode_attention, reference_attention
 from refimpl.kv import PagePool
+from refimpl.kv.storage import KVStorage
 
 LAYERS, HKV, HQ, D, P = 2, 2, 4, 16, 4
 
@@ -123,3 +124,13 @@ def test_storage_misuse_is_refused(pool):
         pool.attach_storage(1, 1, 1)
     with pytest.raises(KVCacheError, match="only keeps accounts"):
         PagePool(4, 4).read(1, 0)
+
+
+@pytest.mark.parametrize(("dims", "field"), [
+    ({"num_layers": 0}, "num_layers"), ({"num_pages": -1}, "num_pages"),
+    ({"page_size": 2.5}, "page_size"), ({"num_kv_heads": True}, "num_kv_heads"),
+    ({"head_dim": 0}, "head_dim")])
+def test_storage_of_bad_dimensions_is_refused_by_name(dims, field):
+    good = {"num_layers": 1, "num_pages": 2, "page_size": 4, "num_kv_heads": 1, "head_dim": 8}
+    with pytest.raises(ConfigError, match=f"{field}="):
+        KVStorage(**{**good, **dims})

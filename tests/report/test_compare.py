@@ -52,3 +52,13 @@ def test_files_are_labelled_by_name_and_bad_files_are_refused(tmp_path):
     (tmp_path / "junk.json").write_text("{")
     with pytest.raises(ConfigError, match="is not JSON"):
         load_reports([tmp_path / "junk.json"])
+
+
+def test_two_real_runs_of_the_same_thing_differ_in_no_setting():
+    runs = {}
+    for label, seconds in (("a", 0.3), ("b", 7.1)):  # a cached and a cold machine
+        runs[label] = report("vllm", 0.9, 1.0)
+        runs[label]["settings"].update(
+            clock="measured", compile_s=seconds, kernels_warm_up_s=seconds,
+            step_profile={"coefficients": {"per_step": seconds}, "profile_s": seconds})
+    assert compare_reports(runs)["settings"] == {}
