@@ -55,7 +55,10 @@ def warm_up() -> float:
     if loop_ready():
         return 0.0
     started = time.perf_counter()
-    helper = _start_helper() if _worth_a_helper() else None
+    helper = None
+    if _worth_a_helper():
+        with contextlib.suppress(OSError):  # no helper (none can start here): all done here
+            helper = _start_helper()
     try:
         if helper is not None:
             compile_calls(OWN_CALLS)
@@ -106,7 +109,8 @@ def _worth_a_helper() -> bool:
     """A second process pays only with a second core and a cache to hand its builds over
     through, and only while that cache does not hold the loop already."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (cores or 1) > 1 and serve.caches_on_disk() and not serve.has_cached_build()
+    return (bool(sys.executable) and (cores or 1) > 1 and serve.caches_on_disk()
+            and not serve.has_cached_build())
 
 
 def _start_helper(names: Sequence[str] = HELPER_CALLS) -> subprocess.Popen:

@@ -111,6 +111,20 @@ def test_a_helper_only_with_a_second_core_a_cache_and_no_loop_in_it(
     monkeypatch.setattr(type(serve), "caches_on_disk", lambda self: cache)
     monkeypatch.setattr(type(serve), "has_cached_build", lambda self: cache and cached)
     assert compile_loop._worth_a_helper() is helped
+    monkeypatch.setattr(sys, "executable", "")  # an embedded interpreter: nothing to start
+    assert compile_loop._worth_a_helper() is False
+
+
+def test_a_helper_that_cannot_start_leaves_the_whole_compile_here(monkeypatch):
+    def no_helper():
+        raise OSError("no interpreter to start")
+
+    compile_calls(compile_loop.OWN_CALLS)  # built already: the test looks at the fallback only
+    monkeypatch.setattr(compile_loop, "loop_ready", lambda: False)
+    monkeypatch.setattr(compile_loop, "_worth_a_helper", lambda: True)
+    monkeypatch.setattr(compile_loop, "_start_helper", no_helper)
+    assert warm_up() > 0
+    assert serve.signatures
 
 
 @pytest.mark.parametrize(("helper_code", "returncode"), [
