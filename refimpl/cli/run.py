@@ -66,14 +66,16 @@ def run(args: argparse.Namespace) -> int:
     show = sys.stderr.isatty()
     prepare_loop()  # said on the terminal: a new machine's first run compiles the loop here
     results = {}
+    profile = None  # measured by the first run, planned with by all: one cost model compared
     for name in policies:
         results[name] = run_real(
             workload, name, model=args.model, seed=args.seed,
             length_scale=CPU_LENGTH_SCALE if args.length_scale is None else args.length_scale,
             admission=args.admission, temperature=args.temperature,
-            compare_sim=args.compare_sim, prefix_cache=args.prefix_cache,
+            compare_sim=args.compare_sim, prefix_cache=args.prefix_cache, step_profile=profile,
             progress=ProgressBar(f"{name:<14}") if show else None,
             profile_progress=ProgressBar("step profile  ") if show else None)
+        profile = results[name].profile
     report(args, results)
     if args.compare_sim:
         for name, result in results.items():

@@ -101,6 +101,7 @@ def run(
     admission: bool | Gate | None = None,
     temperature: float = 0.0,
     step_model: StepTimeModel | None = None,
+    step_profile: StepProfile | None = None,
     cost_table: CostTable | None = None,
     slowdown: Slowdown | None = None,
     compare_sim: bool = False,
@@ -115,7 +116,8 @@ def run(
 
     Lengths are scaled by `length_scale` (default: `CPU_LENGTH_SCALE` for a named workload,
     1 for a `Workload`) and clipped to the model's context. `step_model` is the cost model
-    policies plan with (default: this machine's step profile of the model, measured first);
+    policies plan with (default: this machine's step profile of the model, measured first,
+    or `step_profile`, one measured before by `profile_steps` or an earlier run);
     `cost_table` the kernels' table the policies pick tiles from, and the steps run with
     (default: this machine's saved profile of the model, `refimpl profile`, if any);
     `slowdown` injects drift; `compare_sim` also runs the same requests on the simulated
@@ -126,6 +128,12 @@ def run(
     carry block hashes (the only ways two prompts can share a prefix), False never, True always.
     """
     positive_int("page_size", page_size)
+    if step_profile is not None and step_model is not None:
+        raise ConfigError("step_profile", type(step_profile).__name__,
+                          "give a step_model or a step_profile, not both")
+    if step_profile is not None and not isinstance(step_profile, StepProfile):
+        raise ConfigError("step_profile", type(step_profile).__name__,
+                          "must be a StepProfile (refimpl.engine.step_profile.profile_steps)")
     with threadpool_limits(limits=BLAS_THREADS, user_api="blas"):
         llama = load_model(model, seed)
         config = llama.config.to_model_config()
@@ -143,9 +151,10 @@ def run(
         cache_prefixes = _prefix_cache_for(prefix_cache, prompts, requests)
         hashes = ({i: token_block_hashes(t, page_size) for i, t in tokens.items()}
                   if cache_prefixes else None)
-        profile = None
+        profile = step_profile
         if step_model is None:
-            profile = profile_steps(llama, page_size=page_size, progress=profile_progress)
+            if profile is None:
+                profile = profile_steps(llama, page_size=page_size, progress=profile_progress)
             step_model = profile.model
         pool = real_pool(config, kv_memory_bytes, page_size)
         if cost_table is None:

@@ -68,3 +68,23 @@ def test_run_prepares_the_serving_loop_on_the_terminal_before_serving(monkeypatc
     monkeypatch.setattr(engine_run, "run", run_real)
     with pytest.raises(Prepared):
         main(["run", "--num-requests", "2", "--policy", "vllm"])
+
+
+def test_every_policy_of_a_run_plans_with_the_one_step_profile(monkeypatch, tmp_path):
+    import importlib
+
+    engine_run = importlib.import_module("refimpl.engine.run")
+    measured = []
+    profile_steps = engine_run.profile_steps
+
+    def counted(*args, **kwargs):
+        measured.append(profile_steps(*args, **kwargs))
+        return measured[-1]
+
+    monkeypatch.setattr(engine_run, "profile_steps", counted)
+    path = tmp_path / "run.json"
+    assert main(["run", "--num-requests", "3", "--policy", "all", "--json", str(path),
+                 "--out", str(tmp_path)]) == 0
+    assert len(measured) == 1  # measured once, not once a policy
+    report = json.loads(path.read_text())
+    assert report["settings"]["step_profile"]["coefficients"] == measured[0].model.as_dict()

@@ -197,6 +197,10 @@ def test_bad_options_are_named():
         _serve("vllm", page_size=0)
     with pytest.raises(ConfigError, match=r"slowdown\.factor"):
         Slowdown(3, 0.5)
+    with pytest.raises(ConfigError, match="not both"):
+        _serve("vllm", step_profile=object())
+    with pytest.raises(ConfigError, match="step_profile='dict'"):
+        _serve("vllm", step_model=None, step_profile={})
 
 
 def test_the_plans_kernel_picks_are_the_tiles_that_run():
