@@ -11,7 +11,8 @@ __all__ = ["ProgressBar"]
 
 class ProgressBar:
     """Callable as `bar(done, total, detail="")`; draws `label [#####     ] done/total detail
-    elapsed` in place (for simulations, profiles, any loop that knows its length)."""
+    elapsed` in place (for simulations, profiles, any loop that knows its length). The clock
+    starts at the first call, so a bar made before other work does not count that work."""
 
     def __init__(self, label: str, stream: TextIO | None = None, width: int = 30,
                  interval_s: float = 0.2) -> None:
@@ -20,10 +21,12 @@ class ProgressBar:
         self.width = width
         self.interval_s = interval_s
         self._last_draw = -float("inf")
-        self._start = time.monotonic()
+        self._start: float | None = None
 
     def __call__(self, done: int, total: int, detail: str = "") -> None:
         now = time.monotonic()
+        if self._start is None:
+            self._start = now
         if done < total and now - self._last_draw < self.interval_s:
             return
         self._last_draw = now

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+from refimpl.report import progress
 from refimpl.report.progress import ProgressBar
 
 
@@ -18,3 +19,16 @@ def test_the_bar_fills_throttles_and_ends_its_line():
     assert frames[0].startswith("run [          ] 0/4 start")
     assert frames[1].startswith("run [##########] 4/4 done")
     assert frames[1].endswith(" s\n")
+
+
+def test_the_clock_starts_at_the_first_call_not_when_the_bar_is_made(monkeypatch):
+    now = [100.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
+    stream = io.StringIO()
+    bar = ProgressBar("serve", stream=stream, width=4, interval_s=0.0)  # made at 100 s
+    now[0] = 130.0  # other work (a profile) first
+    bar(0, 2)
+    now[0] = 131.5
+    bar(2, 2)
+    frames = stream.getvalue().split("\r")[1:]
+    assert frames[0].rstrip().endswith("0.0 s") and frames[1].rstrip().endswith("1.5 s")
