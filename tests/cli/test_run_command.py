@@ -17,6 +17,7 @@ def test_run_serves_on_the_real_engine_and_compares_with_the_simulator(tmp_path,
                  "--compare-sim", "--json", str(path), "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "tiny on this CPU (LinearStepModel" in out and "served in" in out
+    assert "kernels' first calls" in out  # compiled or loaded before serving, said apart
     assert "vllm: real vs simulated" in out and "step time, calibrated prediction" in out
     report = json.loads(path.read_text())
     summary = report["policies"]["vllm"]
