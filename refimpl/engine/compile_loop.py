@@ -34,9 +34,9 @@ from refimpl.sched.request import Request
 __all__ = ["HELPER_CALLS", "OWN_CALLS", "compile_calls", "loop_ready", "prepare_loop",
            "warm_up"]
 
-# The split of `ahead_calls`, by cold compile times measured on a 2-core AMD EPYC (one loop of
-# 124 s): the planners 41 + 17 s; here the gate's arrival and poll 24 + 8 s, the commit's
-# prepare 9 s and the small calls 7 s, then the loop's own 10 s
+# The split of `ahead_calls`, by the inclusive compile times of a cold serial loop of 117 s
+# (a 2-core AMD EPYC, docs/performance.md): the planners 41 + 17 s; here the gate's arrival and
+# poll 24 + 8 s, the commit's prepare 9 s and the small calls 7 s, then the loop's own 10 s
 HELPER_CALLS = ("plan_slo", "plan_step")
 OWN_CALLS = ("arrive", "poll_gate", "prepare", "commit_tokens", "update", "policy_update",
              "observe_gate")

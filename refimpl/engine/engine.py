@@ -100,7 +100,8 @@ class Engine:
 
     def loop_arguments(self, requests: Sequence[Request]) -> tuple:
         """The serving loop's arguments for `requests` (no bridge handle), without serving:
-        what compiling the loop's calls ahead of it needs (refimpl.engine.compile_loop)."""
+        what compiling the loop's calls ahead of it needs (refimpl.engine.compile_loop). The
+        policy and the gate are bound to them, as a run binds them."""
         return self._start(requests, None, None).arguments(0)
 
     def _start(self, requests: Sequence[Request], progress: Progress | None,
