@@ -37,7 +37,8 @@ def simulate_policies(args: argparse.Namespace, policies: list[str]) -> dict[str
                        step_model=args.step_model, seed=args.seed,
                        progress=ProgressBar(f"{name:<14}") if show else None,
                        admission=getattr(args, "admission", None),  # `demo`: the default
-                       prefix_cache=getattr(args, "prefix_cache", None))
+                       prefix_cache=getattr(args, "prefix_cache", None),
+                       kv_pages=getattr(args, "kv_pages", None))  # `demo`: the hardware's
         for name in policies
     }
 

@@ -27,6 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="admission control: accept, queue, degrade or reject each arrival "
                         "by predicted TTFT/TPOT p95 and KV peak (default: on for slo only)")
     add_prefix_cache_option(parser, "the trace has block hashes, as Mooncake's")
+    parser.add_argument("--kv-pages", type=int, metavar="N",
+                        help="KV pool of N pages (and a CPU tier as large) instead of the memory "
+                        "the weights leave on the hardware: to study KV pressure")
     parser.set_defaults(run=run)
 
 

@@ -70,9 +70,15 @@ class SimulationResult:
 
 
 def kv_pool_for(model: ModelConfig, hardware: HardwareSpec, page_size: int = PAGE_SIZE,
-                memory_utilization: float = MEMORY_UTILIZATION) -> PagePool:
-    """A page pool filling the device memory the weights leave free, with a CPU tier."""
+                memory_utilization: float = MEMORY_UTILIZATION,
+                num_pages: int | None = None) -> PagePool:
+    """A page pool filling the device memory the weights leave free, with a CPU tier as
+    large; `num_pages` pages instead where given (vLLM's `num_gpu_blocks_override`)."""
     page_size = check_count("page_size", page_size, 1)
+    if num_pages is not None:
+        num_pages = check_count("kv_pages", num_pages, 1)
+        return PagePool(num_pages, page_size, max_context=model.max_context,
+                        cpu_tier_pages=num_pages)
     weight_bytes = model.num_parameters() * dtype_bytes(model.weight_dtype, "weight_dtype")
     budget = int(hardware.memory_bytes * hardware.num_gpus * memory_utilization) - weight_bytes
     if budget <= 0:
@@ -150,6 +156,7 @@ def simulate(
     admission: bool | Gate | None = None,
     audit: bool = False,
     prefix_cache: bool | None = None,
+    kv_pages: int | None = None,
 ) -> SimulationResult:
     """Serve `workload` with `policy` on a simulated clock; deterministic for a given seed.
 
@@ -162,7 +169,8 @@ def simulate(
     (each run's results overwrite the last in the objects; the records returned are copies).
     `prefix_cache` None caches prompt prefixes where the requests carry block hashes
     (`Request.block_hashes`; Mooncake traces' `hash_ids`), False never, True wherever they do.
-    With `audit`, a run with a gate
+    `kv_pages` sizes the KV pool (and its CPU tier) in pages instead of from the memory the
+    weights leave (`kv_pool_for`). With `audit`, a run with a gate
     is replayed without it, and the gate's false rejects and late admits are reported
     (refimpl.metrics.audit; the replay's time is not in `wall_s`).
     """
@@ -175,7 +183,7 @@ def simulate(
     unbound = copy.deepcopy(policy) if audit else None  # the replay's, before any run binds it
     if isinstance(step_model, str):
         step_model = step_time_model(model, hardware, kind=step_model)
-    pool = kv_pool_for(model, hardware, page_size)
+    pool = kv_pool_for(model, hardware, page_size, num_pages=kv_pages)
     executor = SimulatedExecutor(step_model)
     admission = gate_for(admission, policy)
     requests = (list(workload) if not isinstance(workload, Workload)
@@ -200,7 +208,8 @@ def simulate(
     wall_s = time.perf_counter() - started
     report = None
     if audit and admission is not None:
-        replay = Engine(unbound, executor, kv_pool_for(model, hardware, page_size), model,
+        replay_pool = kv_pool_for(model, hardware, page_size, num_pages=kv_pages)
+        replay = Engine(unbound, executor, replay_pool, model,
                         hardware=hardware, cost_table=runner.cost_table,
                         prefix_cache=prefix_cache, prefix_block_tokens=block_tokens).run(
             [copy.copy(r) for r in requests])  # the caller's requests keep the gated run

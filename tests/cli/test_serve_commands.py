@@ -159,3 +159,24 @@ def test_simulate_caches_a_mooncake_traces_prefixes_unless_told_not_to(tmp_path,
     assert on["settings"]["prefix_cache"] and not off["settings"]["prefix_cache"]
     assert on["policies"]["vllm"]["prefix_hit_blocks"] == 3 * 3  # 3 blocks, 3 later requests
     assert "prefix_hit_blocks" not in off["policies"]["vllm"]
+
+
+def test_kv_pages_sizes_the_pool_and_a_small_one_puts_the_kv_under_pressure(tmp_path):
+    reports = {}
+    for pages in (None, 64):
+        path = tmp_path / f"{pages}.json"
+        extra = [] if pages is None else ["--kv-pages", str(pages)]
+        assert main(["simulate", "--num-requests", "60", "--rate", "20", "--policy", "vllm",
+                     "--json", str(path), *extra]) == 0
+        reports[pages] = json.loads(path.read_text())
+    assert reports[64]["settings"]["kv_pages"] == 64
+    assert reports[None]["settings"]["kv_pages"] > 10_000  # the H100's memory after weights
+    assert (reports[64]["policies"]["vllm"]["num_preempted"]
+            > reports[None]["policies"]["vllm"]["num_preempted"])
+
+
+@pytest.mark.parametrize("pages", ["0", "-3"])
+def test_a_bad_kv_pages_is_a_one_line_error(pages, capsys):
+    assert main(["simulate", "--num-requests", "5", "--kv-pages", pages]) == 2
+    err = capsys.readouterr().err
+    assert f"kv_pages={pages}" in err and "Traceback" not in err
