@@ -148,7 +148,7 @@ def ahead_calls(config, params, rates, coefficients, ints, floats, kv, q, slo, g
                 finished, started, gate_out, kernel_counts, step_f, step_i) -> dict:
     """The loop's largest calls with arguments of the types `serve` passes them, given serve's
     arguments: name -> (kernel, arguments), so they can be compiled before the loop (in
-    another process too). `tests/engine/test_warm_up.py` checks that these are the types the
+    another process too). `tests/engine/test_compile_loop.py` checks that these are the types the
     loop compiles them for."""
     now, count, code = 0.0, 0, config[POLICY]  # any float64 time, any int64 count
     ones = np.ones(ints.shape[1], np.int64)

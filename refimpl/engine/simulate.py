@@ -71,14 +71,14 @@ class SimulationResult:
 
 def kv_pool_for(model: ModelConfig, hardware: HardwareSpec, page_size: int = PAGE_SIZE,
                 memory_utilization: float = MEMORY_UTILIZATION,
-                num_pages: int | None = None) -> PagePool:
+                kv_pages: int | None = None) -> PagePool:
     """A page pool filling the device memory the weights leave free, with a CPU tier as
-    large; `num_pages` pages instead where given (vLLM's `num_gpu_blocks_override`)."""
+    large; `kv_pages` pages instead where given (vLLM's `num_gpu_blocks_override`)."""
     page_size = check_count("page_size", page_size, 1)
-    if num_pages is not None:
-        num_pages = check_count("kv_pages", num_pages, 1)
-        return PagePool(num_pages, page_size, max_context=model.max_context,
-                        cpu_tier_pages=num_pages)
+    if kv_pages is not None:
+        kv_pages = check_count("kv_pages", kv_pages, 1)
+        return PagePool(kv_pages, page_size, max_context=model.max_context,
+                        cpu_tier_pages=kv_pages)
     weight_bytes = model.num_parameters() * dtype_bytes(model.weight_dtype, "weight_dtype")
     budget = int(hardware.memory_bytes * hardware.num_gpus * memory_utilization) - weight_bytes
     if budget <= 0:
@@ -183,7 +183,7 @@ def simulate(
     unbound = copy.deepcopy(policy) if audit else None  # the replay's, before any run binds it
     if isinstance(step_model, str):
         step_model = step_time_model(model, hardware, kind=step_model)
-    pool = kv_pool_for(model, hardware, page_size, num_pages=kv_pages)
+    pool = kv_pool_for(model, hardware, page_size, kv_pages=kv_pages)
     executor = SimulatedExecutor(step_model)
     admission = gate_for(admission, policy)
     requests = (list(workload) if not isinstance(workload, Workload)
@@ -208,7 +208,7 @@ def simulate(
     wall_s = time.perf_counter() - started
     report = None
     if audit and admission is not None:
-        replay_pool = kv_pool_for(model, hardware, page_size, num_pages=kv_pages)
+        replay_pool = kv_pool_for(model, hardware, page_size, kv_pages=kv_pages)
         replay = Engine(unbound, executor, replay_pool, model,
                         hardware=hardware, cost_table=runner.cost_table,
                         prefix_cache=prefix_cache, prefix_block_tokens=block_tokens).run(

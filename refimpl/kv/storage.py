@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from refimpl.config._validate import positive_int
 from refimpl.errors import KVCacheError
 from refimpl.kernels.quant import QuantizedPages, dequantize_pages, quantize_pages
+from refimpl.kv._checks import check_count
 
 __all__ = ["QUANTIZE_FACTOR", "KVStorage"]
 
@@ -52,7 +52,7 @@ class KVStorage:
 
     def __post_init__(self) -> None:
         for name in ("num_layers", "num_pages", "page_size", "num_kv_heads", "head_dim"):
-            positive_int(name, getattr(self, name))
+            check_count(name, getattr(self, name), 1)
         if self.quantized_format not in ("int8", "fp8_e4m3"):
             raise KVCacheError("quantized_format", self.quantized_format, "unknown format",
                                choices=("int8", "fp8_e4m3"))
