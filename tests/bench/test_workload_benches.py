@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from refimpl.bench import admission, engine, serving
@@ -71,3 +73,20 @@ def test_the_engine_table_shows_each_rows_spread_and_the_rounds(capsys):
                          "policies": {"vllm": row}})
     out = capsys.readouterr().out
     assert "1.50-2.50" in out and "median of 3 interleaved" in out
+
+
+def test_the_engine_bench_compiles_cold_on_an_empty_cache_as_a_new_machine_does(monkeypatch):
+    calls = []
+
+    def child(workload, policy, num_requests, env=None, spec=""):
+        calls.append(dict(env or {}))
+        if env:  # the cold run: its cache folder is there, and empty
+            assert os.path.isdir(env["NUMBA_CACHE_DIR"]) and not os.listdir(env["NUMBA_CACHE_DIR"])
+        return {"wall_s": 1.0, "first_call_s": 0.5}
+
+    monkeypatch.setattr(engine, "_run_child", child)
+    monkeypatch.setattr(engine, "print_report", lambda report: None)
+    engine.run(quick=True)
+    cold = [env for env in calls if env]
+    assert len(cold) == 1 and cold[0]["REFIMPL_NUMBA_CACHE"] == "1"  # the cache on: the split
+    assert not os.path.exists(cold[0]["NUMBA_CACHE_DIR"])  # removed after
