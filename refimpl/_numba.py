@@ -232,6 +232,11 @@ def inline_kernel(fn: Callable[..., Any] | None = None, *, fast_float: bool = Fa
     Numba's IR level, so hot helpers cost nothing and kernels can still be cut into small
     functions. Called from Python, it runs as an ordinary kernel. The flags a helper runs with
     are those of the kernel it is pasted into.
+
+    Only for small helpers: Numba types and lowers a pasted body again at every call site, its
+    own pasted helpers included, so a large helper pasted at several sites multiplies a cold
+    compile (the serving loop's planners and admission rates were a fifth of it,
+    docs/performance.md); such helpers, run once a tick or once a decision, are `kernel` calls.
     """
     if fn is None:
         return functools.partial(inline_kernel, fast_float=fast_float)

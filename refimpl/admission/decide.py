@@ -211,7 +211,7 @@ def poll(s, ints, floats, kv, now, gate_out):
     return num_left
 
 
-@inline_kernel
+@kernel
 def _too_late(s, ints, floats, i, now):
     """Whether queued request `i`'s prompt alone, started now, would miss its deadline."""
     rate = prompt_rate(s, 0.0, np.inf)

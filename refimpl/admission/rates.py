@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refimpl._numba import inline_kernel
+from refimpl._numba import inline_kernel, kernel
 from refimpl.admission import state as S
 from refimpl.admission.calibration import delivery, step_error
 from refimpl.sched.table import COMPUTED, PROMPT, TPOT_SLO
@@ -58,13 +58,13 @@ def tick_s(s, extra_tpot):
     return min(max(tightest, f[S.MIN_TICK_S]), f[S.MAX_TICK_S])
 
 
-@inline_kernel
+@kernel
 def decode_share(s, extra_load, extra_tpot):
     """The machine's share spent decoding with `extra_load` added at TPOT `extra_tpot`."""
     return _share(s, extra_load, s.fparams[S.BASE_S], tick_s(s, extra_tpot))
 
 
-@inline_kernel
+@kernel
 def prompt_rate(s, extra_load, extra_tpot):
     """Model prompt seconds per second left by the decodes with `extra_load` added: a step
     that carries a chunk pays the chunk line's fixed part, not the decode step's weights
@@ -79,7 +79,7 @@ def stretched_rate(s):
     return _prompt_rate(s, 0.0, np.inf, s.fparams[S.MAX_TICK_S])
 
 
-@inline_kernel
+@kernel
 def _prompt_rate(s, extra_load, extra_tpot, chunk_tick):
     """`prompt_rate` with steps that carry a chunk lasting `chunk_tick` seconds."""
     if decode_share(s, extra_load, extra_tpot) >= 1.0:

@@ -79,8 +79,8 @@ def prepare_loop() -> float:
     from, so no two processes compile it at once."""
     if loop_ready():
         return 0.0
-    print("preparing the serving loop (compiled once per machine: over a minute with two "
-          "cores, two minutes with one; then loaded from Numba's cache) ...", end=" ",
+    print("preparing the serving loop (compiled once per machine: about a minute with two "
+          "cores, a minute and a half with one; then loaded from Numba's cache) ...", end=" ",
           file=sys.stderr, flush=True)
     seconds = warm_up()
     print(f"{seconds:.1f} s", file=sys.stderr)

@@ -58,7 +58,7 @@ def newest_unscheduled(q, epoch, fallback):
     return fallback
 
 
-@inline_kernel
+@kernel
 def budgeted_step(token_budget, max_num_seqs, epoch, num_order, ints, kv, q, entries, sizes):
     """Plan running requests in `q.order[:num_order]`, then waiting ones (module doc)."""
     order, marks = q.order, q.marks

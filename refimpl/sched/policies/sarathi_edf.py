@@ -11,7 +11,7 @@ step costs what Sarathi's does. Nothing is rejected here; `edf` adds SCORPIO's T
 
 from __future__ import annotations
 
-from refimpl._numba import inline_kernel
+from refimpl._numba import inline_kernel, kernel
 from refimpl.sched.policies.budget import budgeted_step, is_decoding
 from refimpl.sched.policy import SARATHI_EDF, BuiltinPolicy, PolicyContext
 from refimpl.sched.queues import NUM_RUNNING, new_decision, order_waiting_by
@@ -20,7 +20,7 @@ from refimpl.sched.table import ARRIVAL, TTFT_SLO
 __all__ = ["SarathiEDFPolicy", "deadline_order", "plan_sarathi_edf"]
 
 
-@inline_kernel
+@kernel
 def deadline_order(ints, q):
     """Running requests into `q.order`: decodes in start order, then prompts by deadline;
     returns how many."""
