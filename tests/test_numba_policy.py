@@ -233,3 +233,75 @@ def test_a_cached_build_is_seen_from_the_next_process_on(tmp_path, cache, runs):
         done = subprocess.run([sys.executable, "-c", _SEEN_RUN, str(tmp_path)], env=env,
                               check=True, capture_output=True, text=True)
         assert done.stdout.strip() == want
+
+
+def _compiled_functions():
+    """Every compiled function defined in refimpl (the CLI and attention kernels aside)."""
+    import importlib
+    import pkgutil
+
+    from numba.core.registry import CPUDispatcher
+
+    import refimpl
+
+    found = {}
+    for info in pkgutil.walk_packages(refimpl.__path__, "refimpl."):
+        if info.name.endswith("__main__") or info.name.startswith(("refimpl.cli",
+                                                                    "refimpl.kernels")):
+            continue
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if isinstance(value, CPUDispatcher) and value.py_func.__module__ == info.name:
+                found[value.py_func] = value
+    return list(found.values())
+
+
+def _callees(dispatcher):
+    """The compiled functions `dispatcher`'s body calls, once per call site."""
+    from numba.core import ir
+    from numba.core.compiler import run_frontend
+    from numba.core.registry import CPUDispatcher
+
+    func_ir = run_frontend(dispatcher.py_func)
+    values = {}
+    for block in func_ir.blocks.values():
+        for stmt in block.find_insts(ir.Assign):
+            if isinstance(stmt.value, ir.Global | ir.FreeVar):
+                values[stmt.target.name] = stmt.value.value
+            elif isinstance(stmt.value, ir.Expr) and stmt.value.op == "getattr":
+                owner = values.get(stmt.value.value.name)
+                if owner is not None:
+                    values[stmt.target.name] = getattr(owner, stmt.value.attr, None)
+    sites = []
+    for block in func_ir.blocks.values():
+        for stmt in block.find_insts(ir.Assign):
+            if isinstance(stmt.value, ir.Expr) and stmt.value.op == "call":
+                callee = values.get(stmt.value.func.name)
+                if isinstance(callee, CPUDispatcher):
+                    sites.append(callee)
+    return func_ir, sites
+
+
+def test_no_large_helper_is_pasted_at_several_call_sites():
+    """A pasted helper (`inline_kernel`) is typed, lowered and optimised again at every site,
+    its own pasted helpers included: the serving loop's cold compile was a fifth larger while
+    the baselines' budgeted step and the gate's prompt rate were pasted five times over."""
+    sizes, sites = {}, {}
+    calls = {}
+    for dispatcher in _compiled_functions():
+        func_ir, callees = _callees(dispatcher)
+        sizes[dispatcher] = sum(len(block.body) for block in func_ir.blocks.values())
+        calls[dispatcher] = callees
+        for callee in callees:
+            sites[callee] = sites.get(callee, 0) + 1
+
+    def pasted(d, seen=()):
+        if d in seen:
+            return 0
+        return sizes.get(d, 0) + sum(pasted(c, (*seen, d)) for c in calls.get(d, ())
+                                     if c.targetoptions.get("inline") == "always")
+
+    large = {d.py_func.__qualname__: (pasted(d), sites[d]) for d in sites
+             if d.targetoptions.get("inline") == "always" and sites[d] > 1 and pasted(d) > 250}
+    assert len(sizes) > 100  # the walk found the package's compiled functions
+    assert not large, large  # name: (statements pasted per site, sites)
