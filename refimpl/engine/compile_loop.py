@@ -4,9 +4,9 @@ The loop is one compiled function over every policy, gate and executor, so one t
 compiles it for all of them: about a minute and a half on a new machine, one core's work,
 since Numba compiles a function's callees one after another while it types it. On a machine
 with a second core and a cold cache, a helper process compiles the loop's two policy planners
-meanwhile
-(`HELPER_CALLS`, from `loop.ahead_calls`), this process compiles the gate's and the commit's
-calls (`OWN_CALLS`), and the loop, compiled last, loads the helper's builds from the cache.
+meanwhile (`HELPER_CALLS`, from `loop.ahead_calls`), this process compiles the gate's and the
+commit's calls (`OWN_CALLS`), and the loop, compiled last, loads the helper's builds from the
+cache.
 Either process failing costs time, never a result: whatever is not in the cache is compiled
 where it is needed.
 """
