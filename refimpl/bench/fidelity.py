@@ -62,8 +62,7 @@ def run_suite(*, quick: bool = False, json_path: Path | None = None,
     base = assign_slo_set(base, slo_set or one_class("default"), seed=0)
     profile = profile_steps(model)
     report = {"suite": "fidelity", "model": MODEL, "num_requests": num_requests,
-              "profile": {"heldout_mape": profile.heldout_mape, "seconds": profile.profile_s,
-                          "coefficients": profile.model.as_dict()},
+              "profile": profile.summary(),
               "goals": GOALS, "policies": {}}
     for policy in POLICIES[:1] if quick else POLICIES:
         capacity = _capacity(base, policy, profile.model, config)
@@ -111,7 +110,7 @@ def print_report(report: dict) -> None:
     print(f"fidelity of the simulator against the real engine: {report['model']} preset, "
           f"{report['num_requests']} requests of Azure conversation lengths x "
           f"{CPU_LENGTH_SCALE}")
-    print(f"step profile: {p['seconds']:.1f} s, held-out MAPE {100 * p['heldout_mape']:.1f}%")
+    print(f"step profile: {p['profile_s']:.1f} s, held-out MAPE {100 * p['heldout_mape']:.1f}%")
     for policy, row in report["policies"].items():
         print(f"\n{policy}: simulated capacity {row['capacity_req_s']:.2f} req/s")
         print(f"{'load':<14}{'rate':>6}  " + "  ".join(f"{k[:-2]:>18}" for k in LATENCY_KEYS)

@@ -88,6 +88,8 @@ class CalibratedStepModel(PartsStepModel):
             prefill_fixed_s=2.0 * layers * g.launch_s,
             decode_fixed_s=2.0 * layers * g.launch_s,
             multi_row_s=0.0,
+            odd_rows_s=0.0,
+            pair_rows_s=0.0,
             ops=ops,
         )
 

@@ -11,7 +11,12 @@ weigh as much as large ones):
   another when the step holds prompt chunks;
 - per decoding sequence (its LM-head row and its per-sequence bookkeeping);
 - per new token, decode or prompt (the linear layers);
-- per causal query-key pair of the chunks, and per context token the decodes read.
+- per causal query-key pair of the chunks, and per context token the decodes read;
+- a fixed cost when the rows (the step's new tokens, more than one) leave an odd remainder
+  mod 4, and another when they leave 2 or 3: OpenBLAS runs a four-row kernel and then one-
+  and two-row edge passes over the whole weight matrix, so 7 rows cost more than 8 (an
+  (M, 512) x (512, 2816) product took 530 us at M = 7 and 436 us at M = 8 here,
+  docs/real_engine.md). A BLAS without edge passes fits them at 0.
 """
 
 from __future__ import annotations
@@ -27,16 +32,19 @@ from refimpl.errors import ConfigError
 __all__ = ["FEATURES", "LinearStepModel", "step_features"]
 
 FEATURES = ("step_s", "multi_row_step_s", "prefill_step_s", "per_decode_seq_s", "per_token_s",
-            "per_pair_s", "per_context_token_s")
+            "per_pair_s", "per_context_token_s", "odd_rows_step_s", "pair_rows_step_s")
 
 
 def step_features(counts: np.ndarray) -> np.ndarray:
-    """(n, 7) features of steps given as (n, 4) counts: prefill tokens, causal pairs, decode
+    """(n, 9) features of steps given as (n, 4) counts: prefill tokens, causal pairs, decode
     sequences, decode context tokens."""
-    counts = np.asarray(counts, np.float64).reshape(-1, 4)
+    counts = np.asarray(counts, np.int64).reshape(-1, 4)
     prefill, pairs, seqs, context = counts.T
-    return np.column_stack([np.ones(len(counts)), prefill + seqs > 1, prefill > 0, seqs,
-                            prefill + seqs, pairs, context])
+    rows = prefill + seqs
+    matrix, remainder = rows > 1, rows % 4
+    return np.column_stack([np.ones(len(counts)), matrix, prefill > 0, seqs, rows, pairs,
+                            context, matrix & (remainder % 2 == 1),
+                            matrix & (remainder >= 2)]).astype(np.float64)
 
 
 class LinearStepModel(PartsStepModel):
@@ -50,13 +58,13 @@ class LinearStepModel(PartsStepModel):
                               f"must be {len(FEATURES)} finite values >= 0 ({FEATURES})")
         self.values = tuple(float(c) for c in values)  # by FEATURES
         self.source = source  # what it was fitted to
-        c0, c1, c2, c3, c4, c5, c6 = self.values
+        c0, c1, c2, c3, c4, c5, c6, c7, c8 = self.values
         # the same sum in `step_s`'s terms, so the serving loop runs it compiled
         self.coefficients = StepCoefficients(
             overhead_s=c0, linear_s_per_token=c4, lm_head_s_per_seq=c3, weights_s=0.0,
             attn_s_per_pair=c5, attn_s_per_context_token=c6, new_token_s=0.0,
             kv_s_per_context_token=0.0, prefill_fixed_s=c2, decode_fixed_s=0.0,
-            multi_row_s=c1, ops=NO_OPS)
+            multi_row_s=c1, odd_rows_s=c7, pair_rows_s=c8, ops=NO_OPS)
 
     @classmethod
     def fit(cls, counts: np.ndarray, seconds: np.ndarray, *, source: str = ""

@@ -130,12 +130,17 @@ class StepCoefficients(NamedTuple):
     prefill_fixed_s: float  # fixed cost of a step with prompt chunks (launches, all layers)
     decode_fixed_s: float  # fixed cost of a step with decodes
     multi_row_s: float  # fixed cost of a step of more than one row (a CPU's BLAS packing)
+    # a step of more than one row whose row count mod 4 is odd (1, 3), or is 2 or 3: what
+    # OpenBLAS's one-row and two-row edge passes add beside its four-row kernel
+    odd_rows_s: float
+    pair_rows_s: float
     ops: np.ndarray  # float64 (operators, OP_FIELDS): empty for the ideal roofline
 
 
 def no_coefficients() -> StepCoefficients:
     """All-zero coefficients: what the loop is handed when the step model is not compiled."""
-    return StepCoefficients(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, NO_OPS)
+    return StepCoefficients(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+                            NO_OPS)
 
 
 def step_s(c: StepCoefficients, prefill_tokens: int, prefill_pairs: int, decode_seqs: int,
@@ -167,7 +172,11 @@ def step_s(c: StepCoefficients, prefill_tokens: int, prefill_pairs: int, decode_
                 t_flop = ((rows + tile - 1) // tile) * tile * ops[k, FLOP] + ops[k, FLOOR]
                 linear_s += ops[k, COUNT] * (ops[k, LAUNCH]
                                              + (t_mem ** p + t_flop ** p) ** (1.0 / p))
-    attention_s = c.multi_row_s if tokens > 1 else 0.0
+    attention_s = 0.0
+    if tokens > 1:  # a matrix product rather than a matrix-vector one (a CPU's BLAS)
+        remainder = tokens % 4
+        attention_s = (c.multi_row_s + (c.odd_rows_s if remainder % 2 == 1 else 0.0)
+                       + (c.pair_rows_s if remainder >= 2 else 0.0))
     if prefill_tokens > 0:
         attention_s += c.prefill_fixed_s + max(prefill_pairs * c.attn_s_per_pair,
                                                prefill_tokens * c.new_token_s)
@@ -229,6 +238,8 @@ class RooflineStepModel(PartsStepModel):
             prefill_fixed_s=0.0,
             decode_fixed_s=0.0,
             multi_row_s=0.0,
+            odd_rows_s=0.0,
+            pair_rows_s=0.0,
             ops=NO_OPS,
         )
 

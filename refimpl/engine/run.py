@@ -185,9 +185,7 @@ def run(
                     "admission": gate is not None, "prefix_cache": cache_prefixes,
                     "compile_s": compile_s, "kernels_warm_up_s": kernels_s,
                     "length_scale": length_scale,
-                    "step_profile": None if profile is None else {
-                        "coefficients": profile.model.as_dict(),
-                        "heldout_mape": profile.heldout_mape, "profile_s": profile.profile_s}}
+                    "step_profile": None if profile is None else profile.summary()}
         simulated = fidelity = None
         if compare_sim:
             simulated = replay_simulated(sim_requests, sim_policy, sim_gate, step_model, config,

@@ -2,9 +2,12 @@
 
 The real engine's cost model, built the way Vidur builds its operator tables and DistServe its
 latency fits: time `LlamaModel.step` on decode batches, prompt chunks and mixes of both, over
-scratch pages, and fit a `LinearStepModel` to the medians. The grid is fixed and independent
+scratch pages, and fit a `LinearStepModel` to the means. The grid is fixed and independent
 of any workload, so a run's fidelity (refimpl.metrics.fidelity) is measured on steps the fit
-never saw; a slice of the grid is held out and its error reported too.
+never saw; a slice of the grid is held out and its error reported too. The grid's last part
+scans decode batches of every size up to `ROW_SCAN` at the shortest context: the fit's terms by
+row count mod 4 (a CPU's BLAS charges more for 7 rows than for 8) need sizes other than
+powers of two.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from refimpl.costmodel.linear_step import LinearStepModel
 from refimpl.model import LlamaModel, SeqSlice
 from refimpl.model.warm_up import FIRST_CALLS
 
-__all__ = ["BLAS_THREADS", "StepProfile", "profile_steps", "step_grid"]
+__all__ = ["BLAS_THREADS", "ROW_SCAN", "StepProfile", "profile_steps", "step_grid"]
 
 # BLAS runs on one thread wherever the real engine runs: a step's GEMMs have a few to a few
 # hundred rows, and OpenBLAS's second thread made an (8, 512) x (512, 768) product 75x slower
@@ -33,6 +36,9 @@ DECODE_CONTEXTS = (32, 256)
 CHUNKS = (16, 32, 64, 128, 256, 512)
 CHUNK_STARTS = (0, 256)
 MIXED = ((16, 4), (64, 8), (128, 16), (256, 8), (512, 4))  # (chunk tokens, decodes at 128)
+# Decode batches 1 to ROW_SCAN at DECODE_CONTEXTS[0], those not above: every remainder mod 4,
+# over the batch sizes a serving run on 2 cores mostly has.
+ROW_SCAN = 32
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,11 @@ class StepProfile:
     heldout_mape: float
     profile_s: float  # wall time of the measurements
 
+    def summary(self) -> dict:
+        """The fit and its error as plain data (a run's settings, a benchmark's report)."""
+        return {"coefficients": self.model.as_dict(), "heldout_mape": self.heldout_mape,
+                "profile_s": self.profile_s}
+
 
 def step_grid(max_context: int) -> list[tuple[list[tuple[int, int]], list[int]]]:
     """The profiled shapes: (prompt chunks as (tokens, start), decode contexts) per step,
@@ -56,6 +67,8 @@ def step_grid(max_context: int) -> list[tuple[list[tuple[int, int]], list[int]]]
                if start + tokens <= max_context]
     shapes += [([(tokens, 0)], [128] * batch) for tokens, batch in MIXED
                if max(tokens, 128) <= max_context]
+    shapes += [([], [DECODE_CONTEXTS[0]] * batch) for batch in range(1, ROW_SCAN + 1)
+               if batch not in DECODE_BATCHES and DECODE_CONTEXTS[0] <= max_context]
     return shapes
 
 

@@ -9,7 +9,7 @@ from refimpl.costmodel.choose import compiled_coefficients
 from refimpl.costmodel.linear_step import FEATURES, LinearStepModel, step_features
 from refimpl.errors import ConfigError
 
-VALUES = [2e-3, 7e-4, 3e-4, 1e-4, 1e-5, 3e-8, 2e-7]  # every feature its own size
+VALUES = [2e-3, 7e-4, 3e-4, 1e-4, 1e-5, 3e-8, 2e-7, 5e-4, 3e-4]  # every feature its own size
 
 
 def test_the_compiled_formula_is_the_fitted_sum_of_features():
@@ -42,4 +42,20 @@ def test_a_fit_recovers_the_coefficients_it_was_made_from():
 
 def test_negative_coefficients_are_refused_by_name():
     with pytest.raises(ConfigError, match="coefficients"):
-        LinearStepModel([1e-3, -1.0, 0, 0, 0, 0, 0])
+        LinearStepModel([1e-3, -1.0, 0, 0, 0, 0, 0, 0, 0])
+
+
+def test_seven_rows_cost_more_than_eight_when_the_edge_passes_outweigh_a_row():
+    # OpenBLAS's (M, 512) x (512, 2816): 530 us at M = 7, 436 us at M = 8 (docs/real_engine.md)
+    model = LinearStepModel(VALUES)
+    seven, eight, twelve, fifteen = model.predict(
+        np.array([(0, 0, b, 32 * b) for b in (7, 8, 12, 15)]))
+    assert seven > eight and fifteen > twelve
+    assert model.step_time_parts(0, 0, 1, 32) < model.step_time_parts(0, 0, 2, 64)
+    # a smooth truth (no edge passes) is fitted with none
+    smooth = [*VALUES[:7], 0.0, 0.0]
+    counts = np.array([(0, 0, b, 32 * b) for b in range(1, 33)]
+                      + [(t, t * (t + 1) // 2, 0, 0) for t in (16, 48, 100, 256, 512)])
+    fitted = LinearStepModel.fit(counts, LinearStepModel(smooth).predict(counts))
+    assert fitted.as_dict()["odd_rows_step_s"] == pytest.approx(0.0, abs=1e-9)
+    assert fitted.as_dict()["pair_rows_step_s"] == pytest.approx(0.0, abs=1e-9)

@@ -100,3 +100,27 @@ def test_a_request_filling_the_pool_exactly_is_served_and_one_more_token_is_reje
         make_engine, make_requests):
     run = make_engine("vllm", num_pages=10).run(make_requests([(0.0, 150, 10), (1.0, 150, 11)]))
     assert list(run.requests.reason) == ["completed", "exceeds_kv_capacity"]  # 160 = 10 x 16
+
+
+@pytest.mark.parametrize("policy", ["vllm", "slo"])
+def test_the_compiled_loop_charges_a_step_by_its_rows_mod_4(make_requests, policy):
+    from refimpl.config import ModelConfig
+    from refimpl.costmodel.linear_step import LinearStepModel, step_features
+    from refimpl.engine import Engine, SimulatedExecutor
+    from refimpl.kv import PagePool
+    from refimpl.sched import make_policy
+
+    # pairs and context cost nothing, so a step's time follows from its recorded counts;
+    # the edge passes of 1 and 2 rows outweigh a row (as OpenBLAS's do): 7 rows cost more than 8
+    values = np.array([2e-3, 7e-4, 3e-4, 1e-4, 1e-5, 0.0, 0.0, 2e-3, 1e-3])
+    model = ModelConfig.preset("llama-3-8b")
+    engine = Engine(make_policy(policy), SimulatedExecutor(LinearStepModel(values)),
+                    PagePool(512, 16), model)
+    # one-token prompts a step apart: the batch climbs through every size to 9 and back
+    steps = engine.run(make_requests([(0.004 * i, 1, 12) for i in range(9)])).steps
+    prefill, seqs = steps.num_prefill_tokens, steps.num_decode
+    counts = np.column_stack([prefill, prefill, seqs, seqs])  # (the two free features)
+    np.testing.assert_allclose(steps.duration_s, step_features(counts) @ values, rtol=1e-12)
+    rows = prefill + seqs
+    assert {1, 2, 3, 4, 5, 6, 7, 8} <= set(rows.tolist())  # every remainder was met
+    assert steps.duration_s[rows == 7].min() > steps.duration_s[rows == 8].max()
