@@ -6,9 +6,11 @@ on the simulated clock with this machine's step profile of the model (the issue'
 vs real"). Loads are set from the simulated capacity: the highest rate, in a doubling sweep
 refined by bisection, at which the policy meets 90% of SLOs on the simulated clock; then 0.5x
 (light), 1x (near capacity) and 2x (overloaded). Per load: p50 and p95 TTFT and TPOT on both
-clocks with the relative error, and the per-step MAPE of the offline and the calibrated
-predictions. Last, a run with a slowdown switched on mid-run (x1.5 from step 100): the steps
-the calibrated prediction takes to be back within 10%. Goals (the real-engine issue): latency
+clocks with the relative error, the per-step MAPE of the offline and the calibrated
+predictions, and the latency errors again for a replay at the run's speed (the model scaled by
+the machine's measured / predicted step time in that run). Last, a run with a slowdown
+switched on mid-run (x1.5 from step 100): the steps the calibrated prediction takes to be
+back within 10%. Goals (the real-engine issue): latency
 errors within 5%, per-step MAPE at most 10%, the drift absorbed within 200 steps, and the
 100-request run under a minute.
 """
@@ -116,13 +118,22 @@ def print_report(report: dict) -> None:
         print(f"{'load':<14}{'rate':>6}  " + "  ".join(f"{k[:-2]:>18}" for k in LATENCY_KEYS)
               + f"  {'step MAPE':>9}  {'calibrated':>10}  {'wall':>6}")
         for label, load in row["loads"].items():
-            cells = [f"{v['real'] * 1e3:6.1f}/{v['simulated'] * 1e3:6.1f} {v['error']:+5.0%}"
-                     for v in (load["latency"][k] for k in LATENCY_KEYS)]
-            print(f"{label:<14}{load['rate']:6.2f}  " + "  ".join(f"{c:>18}" for c in cells)
+            print(f"{label:<14}{load['rate']:6.2f}  " + _cells(load["latency"])
                   + f"  {load['offline']['mape']:9.1%}  {load['calibrated']['mape']:10.1%}"
                   f"  {load['wall_s']:5.1f}s")
+            if "latency_at_speed" in load:
+                print(f"{'  at speed':<11}x{load['speed']:4.2f}  "
+                      + _cells(load["latency_at_speed"]))
         d = row["drift"]
         print(f"drift x{d['factor']} from step {d['after_step']} of {d['steps']}: detected "
               f"{d['detected']}, calibrated prediction back within 10% after "
               f"{d['absorbed_in']} steps (goal {GOALS['absorb_steps']})")
-    print("(latency cells: real ms / simulated ms, and the simulator's error)")
+    print("(latency cells: real ms / simulated ms, and the simulator's error; 'at speed': the "
+          "replay with the model scaled by the machine's speed in that run, measured / predicted)")
+
+
+def _cells(latency: dict) -> str:
+    """The four latency cells of one row: real ms / simulated ms and the error."""
+    cells = [f"{v['real'] * 1e3:6.1f}/{v['simulated'] * 1e3:6.1f} {v['error']:+5.0%}"
+             for v in (latency[k] for k in LATENCY_KEYS)]
+    return "  ".join(f"{c:>18}" for c in cells)

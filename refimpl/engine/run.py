@@ -9,7 +9,8 @@ a run takes about the time its steps take, not the trace's span.
 Before serving, this machine's step times for the model are profiled and fitted
 (refimpl.engine.step_profile): the policies and the gate plan with that cost model, each step
 records its prediction beside the measurement, and `compare_sim` replays the same requests
-on the simulated clock with it, so the simulator's error is measured (refimpl.metrics.fidelity).
+on the simulated clock with it, so the simulator's error is measured (refimpl.metrics.fidelity),
+and again with the model scaled to the machine's speed during the run.
 Every attention kernel then makes its first call (refimpl.model.warm_up), so no served step's
 measured time includes a compile.
 """
@@ -29,6 +30,7 @@ from threadpoolctl import threadpool_limits
 from refimpl.admission import Gate
 from refimpl.config._validate import positive_int
 from refimpl.costmodel.calibrate import Calibrator
+from refimpl.costmodel.linear_step import LinearStepModel
 from refimpl.costmodel.profiled import default_table_for
 from refimpl.costmodel.step import StepTimeModel
 from refimpl.costmodel.table import CostTable
@@ -43,7 +45,7 @@ from refimpl.errors import ConfigError
 from refimpl.kv.pool import PagePool
 from refimpl.kv.prefix import BLOCK_TOKENS
 from refimpl.kv.storage import QUANTIZE_FACTOR
-from refimpl.metrics.fidelity import fidelity_report
+from refimpl.metrics.fidelity import fidelity_report, run_speed
 from refimpl.model import LlamaConfig, LlamaModel, LlamaWeights
 from refimpl.model.warm_up import FIRST_CALLS, warm_up_kernels
 from refimpl.sched.policy import Policy, make_policy
@@ -166,9 +168,9 @@ def run(
                                             config.head_dim, quantized_format))
         policy = make_policy(policy, **_real_params(policy, policy_params))
         gate = gate_for(admission, policy)
-        # the replay's own policy, gate and requests, before the real run binds or fills any
-        sim_policy, sim_gate = copy.deepcopy(policy), copy.deepcopy(gate)
-        sim_requests = [copy.copy(r) for r in requests]
+        # the replays' own policies, gates and requests, before the real run binds or fills any
+        replays = [(copy.deepcopy(policy), copy.deepcopy(gate), [copy.copy(r) for r in requests])
+                   for _ in range(2 if compare_sim else 0)]
         if progress is not None:  # the 8-bit pages' kernel compiles here on a new machine
             progress(0, len(requests), FIRST_CALLS)
         kernels_s = warm_up_kernels(llama, page_size, quantized_format)
@@ -186,18 +188,25 @@ def run(
                     "compile_s": compile_s, "kernels_warm_up_s": kernels_s,
                     "length_scale": length_scale,
                     "step_profile": None if profile is None else profile.summary()}
-        simulated = fidelity = None
-        if compare_sim:
-            simulated = replay_simulated(sim_requests, sim_policy, sim_gate, step_model, config,
-                                         kv_memory_bytes, page_size, settings, cost_table,
-                                         hashes)
         log = executor.log.columns()
         real = RunResult(policy.name, result.requests, result.steps, settings, wall_s,
                          outputs=executor.outputs, step_log=log, profile=profile,
                          drift=executor.calibrator.drifted())
-        if simulated is not None:
-            fidelity = fidelity_report(real, simulated)
-        return replace(real, simulated=simulated, fidelity=fidelity)
+        if not compare_sim:
+            return real
+
+        def replay(replay_of, step_model_of):
+            sim_policy, sim_gate, sim_requests = replay_of
+            return replay_simulated(sim_requests, sim_policy, sim_gate, step_model_of, config,
+                                    kv_memory_bytes, page_size, settings, cost_table, hashes)
+
+        simulated = replay(replays[0], step_model)
+        speed = run_speed(log["offline_s"], log["measured_s"])
+        # the real engine's own model can be replayed at the run's speed too (docs/real_engine.md)
+        at_speed = (replay(replays[1], step_model.scaled(speed))
+                    if isinstance(step_model, LinearStepModel) and speed > 0 else None)
+        return replace(real, simulated=simulated,
+                       fidelity=fidelity_report(real, simulated, at_speed))
 
 
 def real_pool(config, kv_memory_bytes: int, page_size: int) -> PagePool:

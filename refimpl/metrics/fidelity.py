@@ -4,7 +4,11 @@ Per step, a real run's log holds each step's prediction (the offline cost model,
 corrected online by the calibrator, both made before the step ran) beside its measured time:
 their mean absolute percentage error and signed mean error. Per run, the p50 and p95 TTFT and
 TPOT of the real run against the same requests replayed on the simulated clock, and the
-relative error of each (simulated / real - 1).
+relative error of each (simulated / real - 1). A shared machine's speed drifts from minute to
+minute (up to 2x here, docs/real_engine.md), so the report also gives the run's speed against
+the offline model, and where the caller replayed at that speed too (the offline model scaled
+by it), the same errors at the run's speed: what is left is the model's and the scheduling's,
+not the machine's.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import numpy as np
 
 from refimpl.errors import ConfigError
 
-__all__ = ["LATENCY_KEYS", "fidelity_report", "step_errors", "steps_to_absorb"]
+__all__ = ["LATENCY_KEYS", "fidelity_report", "run_speed", "step_errors", "steps_to_absorb"]
 
 LATENCY_KEYS = ("ttft_p50_s", "ttft_p95_s", "tpot_p50_s", "tpot_p95_s")
 
@@ -31,21 +35,40 @@ def step_errors(predicted_s: np.ndarray, measured_s: np.ndarray) -> dict[str, fl
             "steps": len(ratio)}
 
 
-def fidelity_report(real, simulated) -> dict:
+def run_speed(offline_s: np.ndarray, measured_s: np.ndarray) -> float:
+    """How much slower the machine ran than profiled: the steps' measured seconds over the
+    offline model's prediction of them, summed (1.0: as profiled; NaN: no steps)."""
+    predicted = float(np.sum(offline_s))
+    return float(np.sum(measured_s)) / predicted if predicted > 0 else float("nan")
+
+
+def fidelity_report(real, simulated, at_speed=None) -> dict:
     """Per-step errors of `real`'s predictions and per-run latency errors of `simulated`
-    against `real` (a `RunResult` and a `SimulationResult` of the same requests)."""
+    against `real` (a `RunResult` and a `SimulationResult` of the same requests), and of
+    `at_speed` (the same replayed with the model scaled by the run's speed) where given."""
     log = real.step_log
-    real_summary, sim_summary = real.summary(), simulated.summary()
+    real_summary = real.summary()
+    report = {"offline": step_errors(log["offline_s"], log["measured_s"]),
+              "calibrated": step_errors(log["predicted_s"], log["measured_s"]),
+              "speed": run_speed(log["offline_s"], log["measured_s"]),
+              "latency": _latency(real_summary, simulated.summary()),
+              "slo_attainment": {"real": real_summary["slo_attainment"],
+                                 "simulated": simulated.summary()["slo_attainment"]}}
+    if at_speed is not None:
+        at_speed_summary = at_speed.summary()
+        report["latency_at_speed"] = _latency(real_summary, at_speed_summary)
+        report["slo_attainment"]["at_speed"] = at_speed_summary["slo_attainment"]
+    return report
+
+
+def _latency(real_summary: dict, sim_summary: dict) -> dict:
+    """Each latency percentile on both clocks, and the simulator's relative error."""
     latency = {}
     for key in LATENCY_KEYS:
         r, s = real_summary[key], sim_summary[key]
         latency[key] = {"real": r, "simulated": s,
                         "error": s / r - 1.0 if r and np.isfinite(r) else float("nan")}
-    return {"offline": step_errors(log["offline_s"], log["measured_s"]),
-            "calibrated": step_errors(log["predicted_s"], log["measured_s"]),
-            "latency": latency,
-            "slo_attainment": {"real": real_summary["slo_attainment"],
-                               "simulated": sim_summary["slo_attainment"]}}
+    return latency
 
 
 def steps_to_absorb(predicted_s: np.ndarray, measured_s: np.ndarray, after_step: int, *,

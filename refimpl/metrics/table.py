@@ -161,14 +161,23 @@ def format_run(summary: dict, title: str = "run") -> str:
 
 def format_fidelity(report: dict, title: str = "real vs simulated") -> str:
     """A real run against its simulated replay (refimpl.metrics.fidelity): latency
-    percentiles on both clocks with the error, then the per-step prediction errors."""
-    rows = [[key.removesuffix("_s").replace("_", " "), _seconds(v["real"]),
-             _seconds(v["simulated"]), _signed_percent(v["error"])]
-            for key, v in report["latency"].items()]
+    percentiles on both clocks with the error (and at the run's speed, where replayed), then
+    the per-step prediction errors."""
+    at_speed = report.get("latency_at_speed")
+    rows = []
+    for key, v in report["latency"].items():
+        row = [key.removesuffix("_s").replace("_", " "), _seconds(v["real"]),
+               _seconds(v["simulated"]), _signed_percent(v["error"])]
+        if at_speed is not None:
+            row += [_seconds(at_speed[key]["simulated"]), _signed_percent(at_speed[key]["error"])]
+        rows.append(row)
     attained = report["slo_attainment"]
     rows.append(["SLO attainment", _percent(attained["real"]), _percent(attained["simulated"]),
-                 ""])
-    lines = [title, render_columns(["", "real", "simulated", "error"], rows)]
+                 ""] + ([_percent(attained["at_speed"]), ""] if at_speed is not None else []))
+    header = ["", "real", "simulated", "error"]
+    if at_speed is not None:
+        header += [f"at run speed (x{report['speed']:.2f})", "error"]
+    lines = [title, render_columns(header, rows)]
     for name, errors in (("offline", report["offline"]), ("calibrated", report["calibrated"])):
         lines.append(f"step time, {name} prediction: MAPE {_percent(errors['mape'])}, "
                      f"signed {_signed_percent(errors['signed'])} over {errors['steps']:,} steps")

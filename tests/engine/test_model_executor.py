@@ -190,6 +190,22 @@ def test_each_step_records_its_prediction_and_the_calibration_absorbs_a_drift():
     assert result.drift
 
 
+def test_the_replay_at_the_runs_speed_takes_the_machines_speed_out_of_the_error():
+    # a model 1000x too fast for this machine: the plain replay is off by about that much,
+    # the one scaled by the run's measured speed is close
+    fast = STEP_MODEL.scaled(1e-3)
+    result = _serve("vllm", step_model=fast, compare_sim=True, admission=False)
+    fidelity, log = result.fidelity, result.step_log
+    assert fidelity["speed"] == pytest.approx(log["measured_s"].sum() / log["offline_s"].sum())
+    assert fidelity["speed"] > 100
+    plain, at_speed = fidelity["latency"], fidelity["latency_at_speed"]
+    for key in ("ttft_p50_s", "tpot_p50_s"):
+        assert plain[key]["error"] < -0.9
+        assert abs(at_speed[key]["error"]) < 0.5
+        assert at_speed[key]["real"] == plain[key]["real"]
+    assert fidelity["slo_attainment"]["at_speed"] >= 0
+
+
 def test_bad_options_are_named():
     with pytest.raises(ConfigError, match="temperature"):
         _serve("vllm", temperature=-1.0)
