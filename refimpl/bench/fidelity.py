@@ -20,9 +20,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
+
 from refimpl.bench._report import publish
 from refimpl.config.slo_sets import SLOSet, one_class
-from refimpl.engine.model_executor import Slowdown
+from refimpl.costmodel.linear_step import ROWS_MOD_4, LinearStepModel
+from refimpl.engine.model_executor import Slowdown, StepLog
 from refimpl.engine.run import (
     CPU_LENGTH_SCALE,
     DEFAULT_KV_MEMORY_BYTES,
@@ -32,7 +35,7 @@ from refimpl.engine.run import (
 from refimpl.engine.run import run as run_real
 from refimpl.engine.simulate import gate_for, requests_from_workload
 from refimpl.engine.step_profile import profile_steps
-from refimpl.metrics.fidelity import LATENCY_KEYS, steps_to_absorb
+from refimpl.metrics.fidelity import LATENCY_KEYS, run_speed, step_errors, steps_to_absorb
 from refimpl.sched.policy import make_policy
 from refimpl.workloads import assign_slo_set, make_workload, scale_to_rate
 from refimpl.workloads.transforms import clip_to_context, scale_lengths
@@ -66,6 +69,8 @@ def run_suite(*, quick: bool = False, json_path: Path | None = None,
     report = {"suite": "fidelity", "model": MODEL, "num_requests": num_requests,
               "profile": profile.summary(),
               "goals": GOALS, "policies": {}}
+    # the baseline of the fit's terms by rows mod 4: the same profile fitted without them
+    smooth = LinearStepModel.fit(profile.counts, profile.seconds, omit=ROWS_MOD_4)
     for policy in POLICIES[:1] if quick else POLICIES:
         capacity = _capacity(base, policy, profile.model, config)
         loads = {}
@@ -75,7 +80,8 @@ def run_suite(*, quick: bool = False, json_path: Path | None = None,
             result = run_real(workload, policy, model=model, step_model=profile.model,
                          compare_sim=True)
             loads[label] = {"rate": factor * capacity, "wall_s": time.perf_counter() - started,
-                            **result.fidelity}
+                            **result.fidelity,
+                            "smooth_at_speed": _at_speed(smooth, result.step_log)}
         drift = run_real(scale_to_rate(base, 0.5 * capacity), policy, model=model,
                     step_model=profile.model, slowdown=SLOWDOWN)
         log = drift.step_log
@@ -86,6 +92,13 @@ def run_suite(*, quick: bool = False, json_path: Path | None = None,
                       "absorbed_in": steps_to_absorb(log["predicted_s"], log["measured_s"],
                                                      SLOWDOWN.after_step)}}
     return publish(report, print_report, json_path)
+
+
+def _at_speed(step_model: LinearStepModel, log: dict) -> dict:
+    """`step_model`'s per-step errors on a real run's steps, scaled to that run's speed."""
+    counts = np.column_stack([log[k] for k in StepLog.FIELDS[:4]]).astype(np.int64)
+    predicted = step_model.predict(counts)
+    return step_errors(predicted * run_speed(predicted, log["measured_s"]), log["measured_s"])
 
 
 def _capacity(workload, policy: str, step_model, config) -> float:
@@ -123,13 +136,17 @@ def print_report(report: dict) -> None:
                   f"  {load['wall_s']:5.1f}s")
             if "latency_at_speed" in load:
                 print(f"{'  at speed':<11}x{load['speed']:4.2f}  "
-                      + _cells(load["latency_at_speed"]))
+                      + _cells(load["latency_at_speed"])
+                      + f"  {load['offline_at_speed']['mape']:9.1%}  "
+                      f"{load['smooth_at_speed']['mape']:>10.1%} (w/o rows mod 4)")
         d = row["drift"]
         print(f"drift x{d['factor']} from step {d['after_step']} of {d['steps']}: detected "
               f"{d['detected']}, calibrated prediction back within 10% after "
               f"{d['absorbed_in']} steps (goal {GOALS['absorb_steps']})")
     print("(latency cells: real ms / simulated ms, and the simulator's error; 'at speed': the "
-          "replay with the model scaled by the machine's speed in that run, measured / predicted)")
+          "replay with the model scaled by the machine's speed in that run, measured / predicted,"
+          " and the step MAPE at that speed of the model and of its fit without the terms by "
+          "rows mod 4)")
 
 
 def _cells(latency: dict) -> str:

@@ -29,10 +29,11 @@ from refimpl.costmodel.fit import nnls_relative
 from refimpl.costmodel.step import NO_OPS, PartsStepModel, StepCoefficients, step_s
 from refimpl.errors import ConfigError
 
-__all__ = ["FEATURES", "LinearStepModel", "step_features"]
+__all__ = ["FEATURES", "ROWS_MOD_4", "LinearStepModel", "step_features"]
 
 FEATURES = ("step_s", "multi_row_step_s", "prefill_step_s", "per_decode_seq_s", "per_token_s",
             "per_pair_s", "per_context_token_s", "odd_rows_step_s", "pair_rows_step_s")
+ROWS_MOD_4 = FEATURES[-2:]  # the terms by the rows' remainder mod 4 (BLAS's edge passes)
 
 
 def step_features(counts: np.ndarray) -> np.ndarray:
@@ -67,14 +68,21 @@ class LinearStepModel(PartsStepModel):
             multi_row_s=c1, odd_rows_s=c7, pair_rows_s=c8, ops=NO_OPS)
 
     @classmethod
-    def fit(cls, counts: np.ndarray, seconds: np.ndarray, *, source: str = ""
-            ) -> LinearStepModel:
-        """The coefficients that best fit measured `seconds` of steps with these `counts`."""
+    def fit(cls, counts: np.ndarray, seconds: np.ndarray, *, omit: Sequence[str] = (),
+            source: str = "") -> LinearStepModel:
+        """The coefficients that best fit measured `seconds` of steps with these `counts`,
+        those of the features named in `omit` held at 0 (an ablation)."""
         seconds = np.asarray(seconds, np.float64)
         if seconds.ndim != 1 or len(seconds) < len(FEATURES) or not (seconds > 0).all():
             raise ConfigError("seconds", f"{len(seconds)} samples", f"need at least "
                               f"{len(FEATURES)} measured times, all > 0")
-        return cls(nnls_relative(step_features(counts), seconds), source=source)
+        unknown = sorted(set(omit) - set(FEATURES))
+        if unknown:
+            raise ConfigError("omit", unknown, f"must name features of {FEATURES}")
+        kept = np.array([name not in omit for name in FEATURES])
+        coefficients = np.zeros(len(FEATURES))
+        coefficients[kept] = nnls_relative(step_features(counts)[:, kept], seconds)
+        return cls(coefficients, source=source)
 
     def predict(self, counts: np.ndarray) -> np.ndarray:
         """Seconds of each step given as (n, 4) counts (0 for an empty step)."""

@@ -15,7 +15,8 @@ __all__ = ["BRIDGED", "COMPILED_STEP", "MEASURED", "NO_COEFFICIENTS", "Simulated
 
 # The loop's executor codes: a step formula computed in the loop (`step_s`: the roofline or
 # the calibrated model), any other step model called through the bridge, or a step actually
-# executed (and timed) by a Python executor.
+# executed (and timed) by a Python executor. Whatever the code, an executor's `coefficients`
+# are its step model's compiled ones (or none): the compiled policies plan with them.
 COMPILED_STEP, BRIDGED, MEASURED = range(3)
 
 NO_COEFFICIENTS = no_coefficients()

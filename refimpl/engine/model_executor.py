@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from refimpl.costmodel.calibrate import Calibrator
+from refimpl.costmodel.choose import compiled_coefficients
 from refimpl.costmodel.step import StepTimeModel
 from refimpl.costmodel.table import CostTable
 from refimpl.engine.executor import MEASURED, NO_COEFFICIENTS
@@ -83,7 +84,6 @@ class ModelExecutor:
     """Executes each plan on `model` over the pool's K/V storage; returns measured seconds."""
 
     code = MEASURED
-    coefficients = NO_COEFFICIENTS
 
     def __init__(self, model: LlamaModel, step_model: StepTimeModel, *, seed: int = 0,
                  temperature: float = 0.0, prompts: Mapping[int, Sequence[int]] | None = None,
@@ -93,6 +93,8 @@ class ModelExecutor:
         if not temperature >= 0.0:
             raise ConfigError("temperature", temperature, "must be >= 0 (0: greedy)")
         self.model, self.step_model = model, step_model
+        # what the compiled policies (`slo`, `edf`'s guard) plan with; the clock is measured
+        self.coefficients = compiled_coefficients(step_model) or NO_COEFFICIENTS
         self.seed, self.temperature = seed, float(temperature)
         self.prompts = dict(prompts or {})
         self.calibrator = calibrator if calibrator is not None else Calibrator()

@@ -48,9 +48,11 @@ def fidelity_report(real, simulated, at_speed=None) -> dict:
     `at_speed` (the same replayed with the model scaled by the run's speed) where given."""
     log = real.step_log
     real_summary = real.summary()
+    speed = run_speed(log["offline_s"], log["measured_s"])
     report = {"offline": step_errors(log["offline_s"], log["measured_s"]),
               "calibrated": step_errors(log["predicted_s"], log["measured_s"]),
-              "speed": run_speed(log["offline_s"], log["measured_s"]),
+              "speed": speed,
+              "offline_at_speed": step_errors(log["offline_s"] * speed, log["measured_s"]),
               "latency": _latency(real_summary, simulated.summary()),
               "slo_attainment": {"real": real_summary["slo_attainment"],
                                  "simulated": simulated.summary()["slo_attainment"]}}

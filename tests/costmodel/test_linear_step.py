@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from refimpl.costmodel.choose import compiled_coefficients
-from refimpl.costmodel.linear_step import FEATURES, LinearStepModel, step_features
+from refimpl.costmodel.linear_step import FEATURES, ROWS_MOD_4, LinearStepModel, step_features
 from refimpl.errors import ConfigError
 
 VALUES = [2e-3, 7e-4, 3e-4, 1e-4, 1e-5, 3e-8, 2e-7, 5e-4, 3e-4]  # every feature its own size
@@ -59,6 +59,15 @@ def test_seven_rows_cost_more_than_eight_when_the_edge_passes_outweigh_a_row():
     fitted = LinearStepModel.fit(counts, LinearStepModel(smooth).predict(counts))
     assert fitted.as_dict()["odd_rows_step_s"] == pytest.approx(0.0, abs=1e-9)
     assert fitted.as_dict()["pair_rows_step_s"] == pytest.approx(0.0, abs=1e-9)
+    # and a staircase is what a fit without those terms cannot follow
+    stairs = LinearStepModel(VALUES).predict(counts)
+    ablated = LinearStepModel.fit(counts, stairs, omit=ROWS_MOD_4)
+    assert ablated.as_dict()["odd_rows_step_s"] == ablated.as_dict()["pair_rows_step_s"] == 0
+    assert np.abs(ablated.predict(counts) / stairs - 1).max() > 0.03
+    np.testing.assert_allclose(LinearStepModel.fit(counts, stairs).predict(counts), stairs,
+                               rtol=1e-6)
+    with pytest.raises(ConfigError, match=r"omit.*per_row_s"):
+        LinearStepModel.fit(counts, stairs, omit=("per_row_s",))
 
 
 def test_a_scaled_model_is_every_term_times_the_factor():
