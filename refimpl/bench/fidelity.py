@@ -7,8 +7,8 @@ vs real"). Loads are set from the simulated capacity: the highest rate, in a dou
 refined by bisection, at which the policy meets 90% of SLOs on the simulated clock; then 0.5x
 (light), 1x (near capacity) and 2x (overloaded). Per load: p50 and p95 TTFT and TPOT on both
 clocks with the relative error, the per-step MAPE of the offline and the calibrated
-predictions, and the latency errors again for a replay at the run's speed (the model scaled by
-the machine's measured / predicted step time in that run). Last, a run with a slowdown
+predictions, and the latency errors again for a replay at the run's speed (its clock scaled
+by the machine's measured / predicted step time in that run). Last, a run with a slowdown
 switched on mid-run (x1.5 from step 100): the steps the calibrated prediction takes to be
 back within 10%. Goals (the real-engine issue): latency
 errors within 5%, per-step MAPE at most 10%, the drift absorbed within 200 steps, and the
@@ -144,7 +144,7 @@ def print_report(report: dict) -> None:
               f"{d['detected']}, calibrated prediction back within 10% after "
               f"{d['absorbed_in']} steps (goal {GOALS['absorb_steps']})")
     print("(latency cells: real ms / simulated ms, and the simulator's error; 'at speed': the "
-          "replay with the model scaled by the machine's speed in that run, measured / predicted,"
+          "replay on a clock scaled to the machine's speed in that run, measured / predicted,"
           " and the step MAPE at that speed of the model and of its fit without the terms by "
           "rows mod 4)")
 

@@ -95,13 +95,6 @@ class LinearStepModel(PartsStepModel):
         return step_s(self.coefficients, prefill_tokens, prefill_pairs, decode_seqs,
                       decode_context_tokens)
 
-    def scaled(self, factor: float) -> LinearStepModel:
-        """The same model on a machine `factor` times slower (every term scaled)."""
-        if not (factor > 0 and np.isfinite(factor)):
-            raise ConfigError("factor", factor, "must be a finite number > 0")
-        return LinearStepModel(np.array(self.values) * factor,
-                               source=f"{self.source} x {factor:.3f}".strip())
-
     def as_dict(self) -> dict[str, float]:
         """The coefficients by feature name."""
         return dict(zip(FEATURES, self.values, strict=True))

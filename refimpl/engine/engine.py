@@ -189,13 +189,16 @@ class Engine:
             return 0
         return PROGRESS_EVERY_EXECUTED if self.executor.code == MEASURED else PROGRESS_EVERY
 
-    def _tier_rates(self) -> np.ndarray:
-        """[bytes of a KV page, bytes/s between the device and the CPU tier] (no cost to move
-        pages without hardware)."""
-        if self.hardware is None or self.executor.code == MEASURED:  # (a real copy is timed)
-            return np.array([0.0, 1.0])
+    def _rates(self) -> np.ndarray:
+        """[bytes of a KV page, bytes/s between the device and the CPU tier, the clock's
+        scale] (no cost to move pages without hardware; a measured clock is never scaled)."""
+        if self.executor.code == MEASURED:  # (a real copy is timed)
+            return np.array([0.0, 1.0, 1.0])
+        scale = self.executor.clock_scale
+        if self.hardware is None:
+            return np.array([0.0, 1.0, scale])
         page_bytes = self.model.kv_bytes_per_token() * self.pool.page_size
-        return np.array([float(page_bytes), self.hardware.host_bandwidth_bytes_s])
+        return np.array([float(page_bytes), self.hardware.host_bandwidth_bytes_s, scale])
 
     def _max_holders(self, num_requests: int) -> int:
         """Most requests that can hold KV at once: the batch limit, else every page's worth."""
@@ -235,7 +238,7 @@ class _Serving:
                            handle, engine.model.max_context, time.CLOCK_MONOTONIC,
                            _observes(engine.policy), engine._progress_every(progress)],
                           np.int64)
-        return (config, policy_params(engine.policy), engine._tier_rates(),
+        return (config, policy_params(engine.policy), engine._rates(),
                 engine.executor.coefficients, self.arrays.ints, self.arrays.floats,
                 self.arrays.kv, self.arrays.queues, self.slo, _gate_state(self.gate), self.plan,
                 self.finished, self.started, self.gate_out, self.kernel_counts,

@@ -8,8 +8,11 @@ through the bridge.
 
 from __future__ import annotations
 
+import math
+
 from refimpl.costmodel.choose import compiled_coefficients
 from refimpl.costmodel.step import StepTimeModel, no_coefficients
+from refimpl.errors import ConfigError
 
 __all__ = ["BRIDGED", "COMPILED_STEP", "MEASURED", "NO_COEFFICIENTS", "SimulatedExecutor"]
 
@@ -23,10 +26,15 @@ NO_COEFFICIENTS = no_coefficients()
 
 
 class SimulatedExecutor:
-    """Charges the step time the step model predicts for the plan; computes nothing."""
+    """Charges the step time the step model predicts for the plan, times `clock_scale`;
+    computes nothing. The policies plan with the unscaled model: a scale replays a machine
+    that ran slower (> 1) or faster than the model the policies trust."""
 
-    def __init__(self, step_model: StepTimeModel) -> None:
+    def __init__(self, step_model: StepTimeModel, *, clock_scale: float = 1.0) -> None:
+        if not (clock_scale > 0 and math.isfinite(clock_scale)):
+            raise ConfigError("clock_scale", clock_scale, "must be a finite number > 0")
         self.step_model = step_model
+        self.clock_scale = float(clock_scale)
         coefficients = compiled_coefficients(step_model)
         self.code = COMPILED_STEP if coefficients is not None else BRIDGED
         self.coefficients = coefficients if coefficients is not None else NO_COEFFICIENTS

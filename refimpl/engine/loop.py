@@ -66,8 +66,10 @@ STEP_INT_FIELDS = ("num_decode", "num_prefill_tokens", "num_prefill_chunks", "kv
 NO_PROGRESS = len(PLAN_ERRORS) - 1  # the loop's own error: no progress
 MAX_IDLE_STEPS = 1024  # steps in a row without progress before the loop refuses to go on
 # Entries of `rates`: bytes of one KV page, and the bandwidth between the device and the CPU
-# tier (bytes/s) that moving pages costs.
-PAGE_BYTES, HOST_BANDWIDTH = range(2)
+# tier (bytes/s) that moving pages costs; and the factor on a step's charged time (1 but for
+# a simulated clock replaying a machine slower or faster than its step model, which the
+# policies still plan with).
+PAGE_BYTES, HOST_BANDWIDTH, CLOCK_SCALE = range(3)
 
 
 @kernel(calls_python=True)
@@ -112,8 +114,9 @@ def serve(config, params, rates, coefficients, ints, floats, kv, q, slo, gs, pla
             code == PYTHON or code == SLO, code != PYTHON)  # noqa: SIM109 (Numba: no `in`)
         if error != 0:
             return num_steps, step_f, step_i, error, row
-        duration_s = d.step_seconds(config[EXECUTOR], coefficients, handle, ints, entries,
-                                    sizes) + moved * rates[PAGE_BYTES] / rates[HOST_BANDWIDTH]
+        duration_s = (d.step_seconds(config[EXECUTOR], coefficients, handle, ints, entries,
+                                     sizes) * rates[CLOCK_SCALE]
+                      + moved * rates[PAGE_BYTES] / rates[HOST_BANDWIDTH])
         num_finished = commit_tokens(ints, floats, kv, entries, sizes, now, now + duration_s,
                                      finished, num_finished)
         idle_steps = 0 if sizes[p.NUM_DECODE] + sizes[p.NUM_PREFILL] + num_finished else (

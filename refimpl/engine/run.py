@@ -30,7 +30,6 @@ from threadpoolctl import threadpool_limits
 from refimpl.admission import Gate
 from refimpl.config._validate import positive_int
 from refimpl.costmodel.calibrate import Calibrator
-from refimpl.costmodel.linear_step import LinearStepModel
 from refimpl.costmodel.profiled import default_table_for
 from refimpl.costmodel.step import StepTimeModel
 from refimpl.costmodel.table import CostTable
@@ -195,16 +194,17 @@ def run(
         if not compare_sim:
             return real
 
-        def replay(replay_of, step_model_of):
+        def replay(replay_of, clock_scale):
             sim_policy, sim_gate, sim_requests = replay_of
-            return replay_simulated(sim_requests, sim_policy, sim_gate, step_model_of, config,
-                                    kv_memory_bytes, page_size, settings, cost_table, hashes)
+            return replay_simulated(sim_requests, sim_policy, sim_gate, step_model, config,
+                                    kv_memory_bytes, page_size, settings, cost_table, hashes,
+                                    clock_scale)
 
-        simulated = replay(replays[0], step_model)
+        simulated = replay(replays[0], 1.0)
         speed = run_speed(log["offline_s"], log["measured_s"])
-        # the real engine's own model can be replayed at the run's speed too (docs/real_engine.md)
-        at_speed = (replay(replays[1], step_model.scaled(speed))
-                    if isinstance(step_model, LinearStepModel) and speed > 0 else None)
+        # and on a clock at the machine's speed in the run, the policies planning with the
+        # same model as on the real engine (docs/real_engine.md)
+        at_speed = replay(replays[1], speed) if speed > 0 else None
         return replace(real, simulated=simulated,
                        fidelity=fidelity_report(real, simulated, at_speed))
 
@@ -239,13 +239,15 @@ def _real_params(policy, policy_params: dict | None) -> dict:
 def replay_simulated(requests: list[Request], policy: Policy, gate: Gate | None,
                      step_model: StepTimeModel, config, kv_memory_bytes: int, page_size: int,
                      settings: dict, cost_table: CostTable | None = None,
-                     block_hashes: Mapping[int, tuple[int, ...]] | None = None
-                     ) -> SimulationResult:
+                     block_hashes: Mapping[int, tuple[int, ...]] | None = None,
+                     clock_scale: float = 1.0) -> SimulationResult:
     """`requests` with `policy` and `gate` on a real run's pool, on the simulated clock of
-    `step_model` (with the real run's prefix cache where `block_hashes` are given)."""
+    `step_model` times `clock_scale` (with the real run's prefix cache where `block_hashes`
+    are given)."""
     pool = real_pool(config, kv_memory_bytes, page_size)
     started = time.perf_counter()
-    run = Engine(policy, SimulatedExecutor(step_model), pool, config, gate=gate,
+    executor = SimulatedExecutor(step_model, clock_scale=clock_scale)
+    run = Engine(policy, executor, pool, config, gate=gate,
                  cost_table=cost_table, prefix_cache=block_hashes is not None,
                  prefix_block_tokens=page_size).run(requests, block_hashes=block_hashes)
     return SimulationResult(policy.name, run.requests, run.steps,

@@ -6,9 +6,9 @@ their mean absolute percentage error and signed mean error. Per run, the p50 and
 TPOT of the real run against the same requests replayed on the simulated clock, and the
 relative error of each (simulated / real - 1). A shared machine's speed drifts from minute to
 minute (up to 2x here, docs/real_engine.md), so the report also gives the run's speed against
-the offline model, and where the caller replayed at that speed too (the offline model scaled
-by it), the same errors at the run's speed: what is left is the model's and the scheduling's,
-not the machine's.
+the offline model, and where the caller replayed at that speed too (a simulated clock scaled
+by it, the policies planning with the offline model as on the real engine), the same errors
+at the run's speed: what is left is the model's and the scheduling's, not the machine's.
 """
 
 from __future__ import annotations

@@ -69,13 +69,3 @@ def test_seven_rows_cost_more_than_eight_when_the_edge_passes_outweigh_a_row():
     with pytest.raises(ConfigError, match=r"omit.*per_row_s"):
         LinearStepModel.fit(counts, stairs, omit=("per_row_s",))
 
-
-def test_a_scaled_model_is_every_term_times_the_factor():
-    model = LinearStepModel(VALUES, source="profile")
-    slower = model.scaled(1.5)
-    counts = np.array([(0, 0, 7, 700), (64, 2080, 3, 90), (512, 131328, 0, 0)])
-    np.testing.assert_allclose(slower.predict(counts), 1.5 * model.predict(counts), rtol=1e-12)
-    assert slower.source == "profile x 1.500"
-    for factor in (0.0, -1.0, float("nan"), float("inf")):
-        with pytest.raises(ConfigError, match="factor"):
-            model.scaled(factor)

@@ -124,3 +124,22 @@ def test_the_compiled_loop_charges_a_step_by_its_rows_mod_4(make_requests, polic
     rows = prefill + seqs
     assert {1, 2, 3, 4, 5, 6, 7, 8} <= set(rows.tolist())  # every remainder was met
     assert steps.duration_s[rows == 7].min() > steps.duration_s[rows == 8].max()
+
+    # a clock at twice the model's times: every step charged double, the plans alike (the
+    # policies plan with the model, and this run's arrivals wait for no step)
+    slow = Engine(make_policy(policy), SimulatedExecutor(LinearStepModel(values), clock_scale=2.0),
+                  PagePool(512, 16), model).run(
+        make_requests([(0.008 * i, 1, 12) for i in range(9)])).steps
+    counts = np.column_stack([slow.num_prefill_tokens, slow.num_prefill_tokens,
+                              slow.num_decode, slow.num_decode])
+    np.testing.assert_allclose(slow.duration_s, 2 * step_features(counts) @ values, rtol=1e-12)
+    assert slow.num_decode.tolist() == steps.num_decode.tolist()
+
+
+@pytest.mark.parametrize("scale", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_clock_scale_that_is_no_speed_is_refused_by_name(step_model, scale):
+    from refimpl.engine import SimulatedExecutor
+    from refimpl.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="clock_scale"):
+        SimulatedExecutor(step_model, clock_scale=scale)

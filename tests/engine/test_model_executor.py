@@ -208,7 +208,7 @@ def test_the_replay_at_the_runs_speed_takes_the_machines_speed_out_of_the_error(
     # a model 1000x too fast for this machine: the plain replay is off by about that much,
     # the one scaled by the run's measured speed is within the noise of a shared machine's
     # steps (a factor of 2.5 either way)
-    fast = STEP_MODEL.scaled(1e-3)
+    fast = LinearStepModel(np.array(STEP_MODEL.values) * 1e-3)
     result = _serve("vllm", step_model=fast, compare_sim=True, admission=False)
     fidelity, log = result.fidelity, result.step_log
     assert fidelity["speed"] == pytest.approx(log["measured_s"].sum() / log["offline_s"].sum())
