@@ -15,8 +15,10 @@ tokens a step it needs k = ceil(tokens / budget) steps, and the roofline sums of
 are at least k fixed overheads, max(all tokens' linear time, k weight reads) and max(all
 causal pairs' attention time, all tokens' moves); decodes batched alongside only add. So the
 guard rejects only requests that would miss for certain (SCORPIO predicts with a fitted model
-instead; a floor never rejects one that could have been served). With any other step model
-the coefficients are zero and the guard rejects those whose deadline has passed. A request
+instead; a floor never rejects one that could have been served). With the fitted CPU model
+(`LinearStepModel`, the real engine's) the same sums are a floor under its prediction (its
+other terms left out), not under the machine; with any other step model the coefficients are
+zero and the guard rejects those whose deadline has passed. A request
 that produced a token is never checked (its TTFT is decided). The rejection goes through the
 plan (a finish entry; the commit ends a request without output as rejected); it holds no KV.
 """
