@@ -35,7 +35,7 @@ from refimpl.engine.run import (
 from refimpl.engine.run import run as run_real
 from refimpl.engine.simulate import gate_for, requests_from_workload
 from refimpl.engine.step_profile import profile_steps
-from refimpl.metrics.fidelity import LATENCY_KEYS, run_speed, step_errors, steps_to_absorb
+from refimpl.metrics.fidelity import LATENCY_KEYS, step_errors_at_speed, steps_to_absorb
 from refimpl.sched.policy import make_policy
 from refimpl.workloads import assign_slo_set, make_workload, scale_to_rate
 from refimpl.workloads.transforms import clip_to_context, scale_lengths
@@ -97,8 +97,7 @@ def run_suite(*, quick: bool = False, json_path: Path | None = None,
 def _at_speed(step_model: LinearStepModel, log: dict) -> dict:
     """`step_model`'s per-step errors on a real run's steps, scaled to that run's speed."""
     counts = np.column_stack([log[k] for k in StepLog.FIELDS[:4]]).astype(np.int64)
-    predicted = step_model.predict(counts)
-    return step_errors(predicted * run_speed(predicted, log["measured_s"]), log["measured_s"])
+    return step_errors_at_speed(step_model.predict(counts), log["measured_s"])
 
 
 def _capacity(workload, policy: str, step_model, config) -> float:

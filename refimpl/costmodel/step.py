@@ -172,11 +172,12 @@ def step_s(c: StepCoefficients, prefill_tokens: int, prefill_pairs: int, decode_
                 t_flop = ((rows + tile - 1) // tile) * tile * ops[k, FLOP] + ops[k, FLOOR]
                 linear_s += ops[k, COUNT] * (ops[k, LAUNCH]
                                              + (t_mem ** p + t_flop ** p) ** (1.0 / p))
-    attention_s = 0.0
-    if tokens > 1:  # a matrix product rather than a matrix-vector one (a CPU's BLAS)
+    rows_s = 0.0  # a matrix product rather than a matrix-vector one (a CPU's BLAS)
+    if tokens > 1:
         remainder = tokens % 4
-        attention_s = (c.multi_row_s + (c.odd_rows_s if remainder % 2 == 1 else 0.0)
-                       + (c.pair_rows_s if remainder >= 2 else 0.0))
+        rows_s = (c.multi_row_s + (c.odd_rows_s if remainder % 2 == 1 else 0.0)
+                  + (c.pair_rows_s if remainder >= 2 else 0.0))
+    attention_s = 0.0
     if prefill_tokens > 0:
         attention_s += c.prefill_fixed_s + max(prefill_pairs * c.attn_s_per_pair,
                                                prefill_tokens * c.new_token_s)
@@ -184,7 +185,7 @@ def step_s(c: StepCoefficients, prefill_tokens: int, prefill_pairs: int, decode_
         attention_s += c.decode_fixed_s + max(
             decode_context_tokens * c.attn_s_per_context_token,
             decode_context_tokens * c.kv_s_per_context_token + decode_seqs * c.new_token_s)
-    return c.overhead_s + linear_s + attention_s
+    return c.overhead_s + linear_s + rows_s + attention_s
 
 
 class RooflineStepModel(PartsStepModel):

@@ -17,7 +17,8 @@ import numpy as np
 
 from refimpl.errors import ConfigError
 
-__all__ = ["LATENCY_KEYS", "fidelity_report", "run_speed", "step_errors", "steps_to_absorb"]
+__all__ = ["LATENCY_KEYS", "fidelity_report", "run_speed", "step_errors", "step_errors_at_speed",
+           "steps_to_absorb"]
 
 LATENCY_KEYS = ("ttft_p50_s", "ttft_p95_s", "tpot_p50_s", "tpot_p95_s")
 
@@ -42,20 +43,26 @@ def run_speed(offline_s: np.ndarray, measured_s: np.ndarray) -> float:
     return float(np.sum(measured_s)) / predicted if predicted > 0 else float("nan")
 
 
+def step_errors_at_speed(predicted_s: np.ndarray, measured_s: np.ndarray) -> dict[str, float]:
+    """`step_errors` of the predictions scaled by the run's speed (`run_speed`): the error
+    of the model's shape, the machine's drift taken out."""
+    speed = run_speed(predicted_s, measured_s)
+    return step_errors(np.asarray(predicted_s) * speed, measured_s)
+
+
 def fidelity_report(real, simulated, at_speed=None) -> dict:
     """Per-step errors of `real`'s predictions and per-run latency errors of `simulated`
     against `real` (a `RunResult` and a `SimulationResult` of the same requests), and of
-    `at_speed` (the same replayed with the model scaled by the run's speed) where given."""
+    `at_speed` (the same replayed on a clock scaled by the run's speed) where given."""
     log = real.step_log
-    real_summary = real.summary()
-    speed = run_speed(log["offline_s"], log["measured_s"])
+    real_summary, sim_summary = real.summary(), simulated.summary()
     report = {"offline": step_errors(log["offline_s"], log["measured_s"]),
               "calibrated": step_errors(log["predicted_s"], log["measured_s"]),
-              "speed": speed,
-              "offline_at_speed": step_errors(log["offline_s"] * speed, log["measured_s"]),
-              "latency": _latency(real_summary, simulated.summary()),
+              "speed": run_speed(log["offline_s"], log["measured_s"]),
+              "offline_at_speed": step_errors_at_speed(log["offline_s"], log["measured_s"]),
+              "latency": _latency(real_summary, sim_summary),
               "slo_attainment": {"real": real_summary["slo_attainment"],
-                                 "simulated": simulated.summary()["slo_attainment"]}}
+                                 "simulated": sim_summary["slo_attainment"]}}
     if at_speed is not None:
         at_speed_summary = at_speed.summary()
         report["latency_at_speed"] = _latency(real_summary, at_speed_summary)
