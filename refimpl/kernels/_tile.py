@@ -52,8 +52,32 @@ def tile_scores(qs, ks_buf, tile_k, kv_heads, st, use_blas):
     for kk in range(kv_heads):
         keys = ks_buf[kk * tile_k: kk * tile_k + num_keys]
         r = kk * kv_rows
-        # Two rows and two keys per pass: each load of a query or a key feeds two
-        # multiply-adds (measured 1.5x faster than four rows sharing each key).
+        # Four rows and two keys per pass: each load of a key feeds four multiply-adds, each
+        # of a query two (a decode tile of 4 rows a KV head: 0.76-0.84x the time of two rows
+        # and two keys, which in turn measured 1.5x faster than four rows sharing one key).
+        while r + 4 <= (kk + 1) * kv_rows:
+            q0, q1, q2, q3 = qs[r], qs[r + 1], qs[r + 2], qs[r + 3]
+            j = 0
+            while j < num_keys:
+                k0 = keys[j]
+                k1 = keys[j + 1] if j + 1 < num_keys else k0  # an odd key out: k0 twice
+                a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = np.float32(0.0)
+                for x in range(head_dim):
+                    a0 += q0[x] * k0[x]
+                    a1 += q1[x] * k0[x]
+                    a2 += q2[x] * k0[x]
+                    a3 += q3[x] * k0[x]
+                    b0 += q0[x] * k1[x]
+                    b1 += q1[x] * k1[x]
+                    b2 += q2[x] * k1[x]
+                    b3 += q3[x] * k1[x]
+                st[j, r], st[j, r + 1], st[j, r + 2], st[j, r + 3] = a0, a1, a2, a3
+                if j + 1 < num_keys:
+                    st[j + 1, r], st[j + 1, r + 1] = b0, b1
+                    st[j + 1, r + 2], st[j + 1, r + 3] = b2, b3
+                j += 2
+            r += 4
+        # The rows left over, two and two keys per pass, then one.
         while r + 2 <= (kk + 1) * kv_rows:
             q0, q1 = qs[r], qs[r + 1]
             j = 0
@@ -94,23 +118,60 @@ def tile_values(pt, vs_buf, tile_k, kv_heads, pv, use_blas):
         return
     pv[:] = 0.0
     kv_rows = pv.shape[0] // kv_heads
-    for r in range(pv.shape[0]):
-        values = vs_buf[r // kv_rows * tile_k:]  # the value tile of row r's KV head
-        row = pv[r]
-        j = 0
-        # Four keys per pass: a quarter of the loads and stores of the output row.
-        while j + 4 <= num_keys:
-            p0, p1, p2, p3 = pt[j, r], pt[j + 1, r], pt[j + 2, r], pt[j + 3, r]
-            v0, v1, v2, v3 = values[j], values[j + 1], values[j + 2], values[j + 3]
-            for x in range(row.shape[0]):
-                row[x] += p0 * v0[x] + p1 * v1[x] + p2 * v2[x] + p3 * v3[x]
-            j += 4
-        while j < num_keys:
-            p0 = pt[j, r]
-            v0 = values[j]
-            for x in range(row.shape[0]):
-                row[x] += p0 * v0[x]
-            j += 1
+    for kk in range(kv_heads):
+        values = vs_buf[kk * tile_k:]  # the value tile of KV head kk
+        r = kk * kv_rows
+        # Four rows and four keys per pass: each load of a value feeds four rows (a decode
+        # tile of 4 rows a KV head: 0.7x the time of one row and four keys, as below).
+        while r + 4 <= (kk + 1) * kv_rows:
+            o0, o1, o2, o3 = pv[r], pv[r + 1], pv[r + 2], pv[r + 3]
+            j = 0
+            while j + 4 <= num_keys:
+                v0, v1, v2, v3 = values[j], values[j + 1], values[j + 2], values[j + 3]
+                a0, b0, c0, d0 = pt[j, r], pt[j + 1, r], pt[j + 2, r], pt[j + 3, r]
+                a1, b1, c1, d1 = pt[j, r + 1], pt[j + 1, r + 1], pt[j + 2, r + 1], pt[j + 3, r + 1]
+                a2, b2, c2, d2 = pt[j, r + 2], pt[j + 1, r + 2], pt[j + 2, r + 2], pt[j + 3, r + 2]
+                a3, b3, c3, d3 = pt[j, r + 3], pt[j + 1, r + 3], pt[j + 2, r + 3], pt[j + 3, r + 3]
+                for x in range(o0.shape[0]):
+                    w0, w1, w2, w3 = v0[x], v1[x], v2[x], v3[x]
+                    o0[x] += a0 * w0 + b0 * w1 + c0 * w2 + d0 * w3
+                    o1[x] += a1 * w0 + b1 * w1 + c1 * w2 + d1 * w3
+                    o2[x] += a2 * w0 + b2 * w1 + c2 * w2 + d2 * w3
+                    o3[x] += a3 * w0 + b3 * w1 + c3 * w2 + d3 * w3
+                j += 4
+            while j < num_keys:
+                v0 = values[j]
+                a0, a1, a2, a3 = pt[j, r], pt[j, r + 1], pt[j, r + 2], pt[j, r + 3]
+                for x in range(o0.shape[0]):
+                    o0[x] += a0 * v0[x]
+                    o1[x] += a1 * v0[x]
+                    o2[x] += a2 * v0[x]
+                    o3[x] += a3 * v0[x]
+                j += 1
+            r += 4
+        # The rows left over, one at a time.
+        while r < (kk + 1) * kv_rows:
+            values_row(pt, values, pv[r], r, num_keys)
+            r += 1
+
+
+@inline_kernel
+def values_row(pt, values, row, r, num_keys):
+    """row += sum over keys j of pt[j, r] * values[j]."""
+    j = 0
+    # Four keys per pass: a quarter of the loads and stores of the output row.
+    while j + 4 <= num_keys:
+        p0, p1, p2, p3 = pt[j, r], pt[j + 1, r], pt[j + 2, r], pt[j + 3, r]
+        v0, v1, v2, v3 = values[j], values[j + 1], values[j + 2], values[j + 3]
+        for x in range(row.shape[0]):
+            row[x] += p0 * v0[x] + p1 * v1[x] + p2 * v2[x] + p3 * v3[x]
+        j += 4
+    while j < num_keys:
+        p0 = pt[j, r]
+        v0 = values[j]
+        for x in range(row.shape[0]):
+            row[x] += p0 * v0[x]
+        j += 1
 
 
 @inline_kernel
