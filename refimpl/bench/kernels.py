@@ -52,6 +52,7 @@ PREFILL_CHOICES = (PrefillTiles(32, 128, 4), PrefillTiles(64, 128, 4), PrefillTi
                    PrefillTiles(64, 256, 4))
 TUNE_SEQ_LENS = (1024, 4096)
 LONG_SEQ_LEN = 8192  # from here one timed call a point: a call takes seconds
+LONG_ROUNDS = 2  # alternated rounds of ours and torch at those lengths
 DECODE_TILES = PagedTiles(tile_q=1, pages_per_tile=2, heads_per_tile=4, kv_heads_per_tile=8)
 
 
@@ -197,12 +198,19 @@ def bench_prefill(seq_lens, thread_counts, repeats, rng,
     for seq_len in seq_lens:
         q, k, v = _prefill_inputs(seq_len, rng)
         flops = _causal_flops(seq_len)
-        calls = 1 if seq_len >= LONG_SEQ_LEN else repeats
+        long = seq_len >= LONG_SEQ_LEN
+        calls = 1 if long else repeats
         tiles = tiles_for(seq_len, picks)
         for n in thread_counts:
             with threads(n):
-                ours = best_seconds(_prefill_call(tiles, q, k, v, n > 1), calls)
-                torch_s = _torch_sdpa(seq_len, n, calls)
+                # Long prompts: ours and torch alternated, the faster of two rounds each, so a
+                # slow spell of the machine does not decide the ratio (one call a side gave
+                # 0.89x at T=8192 on two threads, three alternated rounds 1.00-1.09x).
+                ours, torch_s = np.inf, None
+                for _ in range(LONG_ROUNDS if long else 1):
+                    ours = min(ours, best_seconds(_prefill_call(tiles, q, k, v, n > 1), calls))
+                    t = _torch_sdpa(seq_len, n, calls)
+                    torch_s = t if torch_s is None else min(torch_s, t)
                 oracle = _oracle_seconds(q, k, v) if seq_len <= 2048 else None
                 gemm = _gemm_gflops(repeats)
             rows.append({

@@ -56,6 +56,31 @@ def test_without_torch_sdpa_is_reported_missing(monkeypatch):
     assert kernels._torch_sdpa(64, 1, 1) is None
 
 
+def test_long_prompts_alternate_ours_and_torch_and_keep_each_sides_fastest_round(monkeypatch):
+    calls = []
+    ours_times = iter([3.0, 2.0])  # the second round of ours is the faster
+    torch_times = iter([1.0, 4.0])  # the first round of torch is
+
+    def ours(call, repeats):
+        calls.append("ours")
+        return next(ours_times)
+
+    def torch(seq_len, num_threads, repeats):
+        calls.append("torch")
+        return next(torch_times)
+
+    monkeypatch.setattr(kernels, "best_seconds", ours)
+    monkeypatch.setattr(kernels, "_torch_sdpa", torch)
+    monkeypatch.setattr(kernels, "_oracle_seconds", lambda q, k, v: 1.0)
+    monkeypatch.setattr(kernels, "_gemm_gflops", lambda repeats: 1.0)
+    monkeypatch.setattr(kernels, "LONG_SEQ_LEN", 16)
+    tiles = kernels.PREFILL_CHOICES[0]
+    (row,) = kernels.bench_prefill([16], [1], 3, np.random.default_rng(0), {16: tiles})
+    assert calls == ["ours", "torch"] * kernels.LONG_ROUNDS
+    assert row["ours_s"] == 2.0
+    assert row["torch_gflops"] == pytest.approx(kernels._causal_flops(16) / 1.0 / 1e9)
+
+
 @pytest.mark.numba
 @pytest.mark.parametrize("workers", [1, 3])
 def test_the_paged_read_reads_exactly_the_pages_of_the_tables(workers):
