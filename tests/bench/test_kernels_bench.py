@@ -4,6 +4,7 @@ PyTorch's SDPA is timed apart from our kernels."""
 from __future__ import annotations
 
 import sys
+from functools import partial
 
 import numpy as np
 import pytest
@@ -71,6 +72,7 @@ def test_long_prompts_alternate_ours_and_torch_and_keep_each_sides_fastest_round
 
     monkeypatch.setattr(kernels, "best_seconds", ours)
     monkeypatch.setattr(kernels, "_torch_sdpa", torch)
+    monkeypatch.setattr(kernels, "_torch_installed", lambda: True)
     monkeypatch.setattr(kernels, "_oracle_seconds", lambda q, k, v: 1.0)
     monkeypatch.setattr(kernels, "_gemm_gflops", lambda repeats: 1.0)
     monkeypatch.setattr(kernels, "LONG_SEQ_LEN", 16)
@@ -91,3 +93,16 @@ def test_the_paged_read_reads_exactly_the_pages_of_the_tables(workers):
     expected = int(k_words[tables.ravel()].sum() + v_words[tables.ravel()].sum())
     read = kernels._read_pages.parallel if workers > 1 else kernels._read_pages.serial
     assert read(k_words, v_words, tables, workers) == expected
+
+
+def test_alternated_rounds_run_every_timer_in_turn_and_keep_each_ones_fewest_seconds():
+    order = []
+    times = {"a": iter([2.0, 1.0, 3.0]), "b": iter([0.5, 0.7, 0.6])}
+
+    def timer(name):
+        order.append(name)
+        return next(times[name])
+
+    best = kernels.alternated_best({name: partial(timer, name) for name in times}, 3)
+    assert order == ["a", "b"] * 3
+    assert best == {"a": 1.0, "b": 0.5}
