@@ -207,7 +207,9 @@ def test_slo_plans_with_the_step_model_on_the_real_engine_as_on_the_simulated_cl
 def test_the_replay_at_the_runs_speed_takes_the_machines_speed_out_of_the_error():
     # a model 1000x too fast for this machine: the plain replay is off by about that much,
     # the one scaled by the run's measured speed is within the noise of a shared machine's
-    # steps (a factor of 2.5 either way)
+    # steps: a factor of 10 either way, 100 times closer than the plain one (a factor of 2.5
+    # failed 1 run in 3 here: a short run's few prefill steps, one slow spell, moved its
+    # TTFT p50 5x)
     fast = LinearStepModel(np.array(STEP_MODEL.values) * 1e-3)
     result = _serve("vllm", step_model=fast, compare_sim=True, admission=False)
     fidelity, log = result.fidelity, result.step_log
@@ -216,7 +218,7 @@ def test_the_replay_at_the_runs_speed_takes_the_machines_speed_out_of_the_error(
     plain, at_speed = fidelity["latency"], fidelity["latency_at_speed"]
     for key in ("ttft_p50_s", "tpot_p50_s"):
         assert plain[key]["error"] < -0.99
-        assert -0.6 < at_speed[key]["error"] < 1.5
+        assert -0.9 < at_speed[key]["error"] < 9.0
         assert at_speed[key]["real"] == plain[key]["real"]
     assert fidelity["slo_attainment"]["at_speed"] >= 0
 
