@@ -104,3 +104,4 @@ def test_the_kernels_fp8_decoding_equals_the_table_on_every_code():
     out = np.empty(codes.shape, np.float32)
     _e4m3_values(codes, out)
     np.testing.assert_array_equal(out, FP8_E4M3_TABLE[codes])
+    np.testing.assert_array_equal(np.signbit(out), np.signbit(FP8_E4M3_TABLE[codes]))  # -0.0
