@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -16,7 +21,7 @@ from refimpl.kernels import (
     fp8_e4m3_encode,
     quantize_pages,
 )
-from refimpl.kernels._floatbits import e4m3_value
+from refimpl.kernels._floatbits import e4m3_value, target_has_f16c
 from refimpl.kernels.quant import FP8_E4M3_NAN, FP8_E4M3_TABLE
 
 from ._helpers import paged_kv, paged_oracle, randn, rel_err
@@ -105,3 +110,46 @@ def test_the_kernels_fp8_decoding_equals_the_table_on_every_code():
     _e4m3_values(codes, out)
     np.testing.assert_array_equal(out, FP8_E4M3_TABLE[codes])
     np.testing.assert_array_equal(np.signbit(out), np.signbit(FP8_E4M3_TABLE[codes]))  # -0.0
+
+
+_GENERIC_TARGET_RUN = '''
+import numba
+import numpy as np
+from refimpl.kernels._floatbits import e4m3_value
+from refimpl.kernels.quant import FP8_E4M3_NAN, FP8_E4M3_TABLE
+
+@numba.njit
+def values(codes, out):
+    for i in range(codes.shape[0]):
+        out[i] = e4m3_value(codes[i])
+
+codes = np.array([c for c in range(256) if c & 0x7F != FP8_E4M3_NAN], np.uint8)
+out = np.empty(codes.shape, np.float32)
+values(codes, out)
+np.testing.assert_array_equal(out, FP8_E4M3_TABLE[codes])
+np.testing.assert_array_equal(np.signbit(out), np.signbit(FP8_E4M3_TABLE[codes]))
+print("exact")
+'''
+
+
+@pytest.mark.numba
+def test_fp8_decoding_is_exact_on_a_target_without_f16c(tmp_path):
+    # a generic x86-64 target has no F16C: a half-to-float32 widening there becomes a call
+    # Numba's JIT does not link, and the process dies, so this runs in a process of its own
+    env = {**os.environ, "NUMBA_CPU_NAME": "generic", "NUMBA_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", _GENERIC_TARGET_RUN], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["exact"]
+
+
+def _context_with_features(features: str) -> SimpleNamespace:
+    codegen = SimpleNamespace(magic_tuple=lambda: ("x86_64-unknown-linux-gnu", "cpu", features))
+    return SimpleNamespace(codegen=lambda: codegen)
+
+
+@pytest.mark.parametrize(("features", "has"), [
+    ("+64bit,+avx2,+f16c,+fma", True), ("+avx2,-f16c,+fma", False), ("", False),
+    ("+avx512fp16", False)])
+def test_the_half_path_is_chosen_only_where_the_target_names_f16c(features, has):
+    assert target_has_f16c(_context_with_features(features)) is has
