@@ -2,11 +2,14 @@
 
 A sequence's keys live in fixed-size pages scattered through the cache, found through its page
 table (vLLM's PagedAttention, Kwon et al., 2023). A work item is (sequence, block of KV heads,
-group of query heads, query tile); it gathers whole pages of its KV heads into scratch K/V
-tiles, decoding INT8 or FP8 codes with the page's scale on the way, so the arithmetic is the
-same float32 tile step as prefill. A page stores each token's KV heads side by side, so decode
-takes all KV heads in one item and reads every page once, front to back; chunked prefill,
-with many query rows per KV head, takes one. Every copy is counted in `counters`.
+group of query heads, query tile); it walks its keys a tile of whole pages at a time, first
+finding each key's row and scales (`page_rows`). A tile with few query rows (decode) is
+multiplied where it lies in the pages, INT8 or FP8 codes decoded in registers and the page's
+scale applied to the scores and probabilities, while the next rows are asked for ahead; one
+with many rows (chunked prefill) is gathered and decoded into scratch K/V tiles for BLAS.
+A page stores each token's KV heads side by side, so decode takes all KV heads in one item
+and reads every page once, front to back; chunked prefill takes one. Every byte read is
+counted in `counters`.
 """
 
 from __future__ import annotations
@@ -14,79 +17,75 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import prange, types
-from numba.extending import overload
+from numba import prange
 
 from refimpl._numba import inline_kernel, kernel_pair
-from refimpl.kernels._floatbits import e4m3_value
 from refimpl.kernels._tile import (
     FLOPS,
     READ_BYTES,
     SRAM_BYTES,
     WRITE_BYTES,
     attend_tile,
+    kv_value,
     load_queries,
     new_scratch,
     rows_view,
     scratch_bytes,
     start_rows,
     store_rows,
+    uses_blas,
 )
 from refimpl.kernels.costs import FLOAT_BYTES, PAGE_ID_BYTES
 
 
-def kv_value(element):
-    """The float32 a cached element stands for, before its page scale: float32 pages hold
-    values, int8 pages integers, uint8 pages FP8 e4m3 codes (compiled per cache dtype)."""
-    raise NotImplementedError("kv_value runs only inside kernels")
-
-
-@overload(kv_value, inline="always")
-def _kv_value(element):
-    if element == types.float32:
-        return lambda element: element
-    if element == types.int8:
-        return lambda element: np.float32(element)
-    if element == types.uint8:
-        return lambda element: e4m3_value(element)
-    return None
-
-
 @inline_kernel
-def load_kv_pages(ks_buf, vs_buf, tile_k, num_keys, k2, v2, k_scales, v_scales,
-                  block_table, key0, page_size, num_kv_heads, kv0, kv_heads):
-    """Gather keys and values key0 .. key0 + num_keys - 1 of KV heads kv0 .. kv0 + kv_heads - 1
-    from their pages; KV head kk's tile is rows kk * tile_k .. of ks_buf and vs_buf.
+def page_rows(kv_rows, tile_k, num_keys, k_scales, v_scales, block_table, key0, page_size,
+              num_kv_heads, kv0, kv_heads, row_bytes):
+    """Find keys key0 .. key0 + num_keys - 1 of KV heads kv0 .. kv0 + kv_heads - 1 in their
+    pages: with kv_rows = (key_rows, key_scales, value_scales), key j of KV head kk is row
+    key_rows[kk * tile_k + j] of the (num_pages * P * Hkv, d) K and V rows, its scales
+    key_scales and value_scales there (1 for float pages).
 
-    k2, v2: (num_pages * P * Hkv, d) rows; k_scales, v_scales: (num_pages, Hkv), or empty for
-    float pages. Returns the bytes read (page ids,
-    scales, rows) for the counters.
+    k_scales, v_scales: (num_pages, Hkv), or empty for float pages; row_bytes: bytes of one
+    K or V row. Returns the bytes the tile's keys and values take in the cache (page ids,
+    scales, rows), for the counters.
     """
+    key_rows, key_scales, value_scales = kv_rows
     key_end = key0 + num_keys
-    head_dim = ks_buf.shape[1]
     is_quantized = k_scales.shape[0] > 0
-    nbytes = 0
+    nbytes = 2 * num_keys * kv_heads * row_bytes
     for page_index in range(key0 // page_size, (key_end - 1) // page_size + 1):
         page = block_table[page_index]
         nbytes += PAGE_ID_BYTES
         if is_quantized:
             nbytes += 2 * FLOAT_BYTES * kv_heads  # a K and a V scale per KV head
         first = page_index * page_size  # position of the page's first key
-        # One token's rows of all the item's KV heads are adjacent in a page: tokens outside
-        # and heads inside reads the page front to back (measured 1.8x the bandwidth of
-        # reading one head's rows across the page at a time).
         for t in range(max(first, key0), min(first + page_size, key_end)):
             for kk in range(kv_heads):
-                row = (page * page_size + t - first) * num_kv_heads + kv0 + kk
                 i = kk * tile_k + t - key0
-                k_scale = k_scales[page, kv0 + kk] if is_quantized else np.float32(1.0)
-                v_scale = v_scales[page, kv0 + kk] if is_quantized else np.float32(1.0)
-                # 2-D indexing, not row views: a view per row costs reference counting that
-                # measured slower than the copy itself.
-                for x in range(head_dim):
-                    ks_buf[i, x] = kv_value(k2[row, x]) * k_scale
-                    vs_buf[i, x] = kv_value(v2[row, x]) * v_scale
-    return nbytes + 2 * num_keys * kv_heads * head_dim * k2.itemsize
+                key_rows[i] = (page * page_size + t - first) * num_kv_heads + kv0 + kk
+                if is_quantized:
+                    key_scales[i] = k_scales[page, kv0 + kk]
+                    value_scales[i] = v_scales[page, kv0 + kk]
+    return nbytes
+
+
+@inline_kernel
+def load_kv_pages(ks_buf, vs_buf, kv_rows, tile_k, num_keys, k2, v2, kv_heads):
+    """Gather the keys and values `page_rows` found into the K/V tiles, decoded and scaled:
+    key j of KV head kk to row kk * tile_k + j."""
+    key_rows, key_scales, value_scales = kv_rows
+    head_dim = ks_buf.shape[1]
+    # Tokens outside and heads inside: a page holds a token's KV heads side by side, so this
+    # reads it front to back (measured 1.8x the bandwidth of one head's rows at a time).
+    for j in range(num_keys):
+        for kk in range(kv_heads):
+            i = kk * tile_k + j
+            k_row, v_row = k2[key_rows[i]], v2[key_rows[i]]
+            k_scale, v_scale = key_scales[i], value_scales[i]
+            for x in range(head_dim):
+                ks_buf[i, x] = kv_value(k_row[x]) * k_scale
+                vs_buf[i, x] = kv_value(v_row[x]) * v_scale
 
 
 @kernel_pair(fast_float=True)
@@ -128,19 +127,34 @@ def paged_kernel(q, k_cache, v_cache, k_scales, v_scales, block_tables, q_starts
             num_rows = kv_heads * heads_per_tile * rows  # stacked rows of the tile products
             counters[item, SRAM_BYTES] = scratch_bytes(scratch)
             ks_buf, vs_buf, s_buf = scratch[1], scratch[2], scratch[3]
+            this = scratch[9], scratch[10], scratch[11]  # where this tile's keys are
+            ahead = scratch[12], scratch[13], scratch[14]  # and the next tile's
             qs, pv, o, m, l, alpha = start_rows(scratch, num_rows, head_dim)  # noqa: E741
             first_head = kv0 * group + chunk * heads_per_tile
             q_row0 = (b * num_q_heads + first_head) * num_queries + q0  # row of (b, head, q0)
             counters[item, READ_BYTES] += load_queries(qs, q2, q_row0, rows, num_queries, scale)
             pos0 = q_starts[b] + q0  # position of the tile's first query
             table = block_tables[b]
-            for key0 in range(0, pos0 + rows, tile_k):
-                num_keys = min(tile_k, pos0 + rows - key0)
-                counters[item, READ_BYTES] += load_kv_pages(
-                    ks_buf, vs_buf, tile_k, num_keys, k2, v2, k_scales, v_scales, table,
-                    key0, page_size, num_kv_heads, kv0, kv_heads)
+            key_end = pos0 + rows
+            row_bytes = head_dim * k2.itemsize
+            counters[item, READ_BYTES] += page_rows(
+                this, tile_k, min(tile_k, key_end), k_scales, v_scales, table, 0, page_size,
+                num_kv_heads, kv0, kv_heads, row_bytes)
+            for key0 in range(0, key_end, tile_k):
+                num_keys = min(tile_k, key_end - key0)
+                num_next = max(0, min(tile_k, key_end - key0 - tile_k))
+                if num_next > 0:
+                    counters[item, READ_BYTES] += page_rows(
+                        ahead, tile_k, num_next, k_scales, v_scales, table, key0 + tile_k,
+                        page_size, num_kv_heads, kv0, kv_heads, row_bytes)
                 st = rows_view(s_buf, num_keys, num_rows)
-                attend_tile(qs, ks_buf, vs_buf, tile_k, kv_heads, st, pv, m, l, o, alpha, rows,
-                            pos0, key0, True)
+                if uses_blas(num_rows, kv_heads):  # BLAS multiplies tiles gathered in scratch
+                    load_kv_pages(ks_buf, vs_buf, this, tile_k, num_keys, k2, v2, kv_heads)
+                    attend_tile(qs, ks_buf, vs_buf, this, tile_k, kv_heads, st, pv, m, l, o,
+                                alpha, rows, pos0, key0, True, False, ahead[0], 0)
+                else:  # the loops read the pages where they are, asking for the next rows
+                    attend_tile(qs, k2, v2, this, tile_k, kv_heads, st, pv, m, l, o, alpha,
+                                rows, pos0, key0, True, True, ahead[0], num_next)
                 counters[item, FLOPS] += 2 * 2 * num_rows * num_keys * head_dim
+                this, ahead = ahead, this
             counters[item, WRITE_BYTES] += store_rows(out2, o, l, q_row0, rows, num_queries)

@@ -62,6 +62,7 @@ def prefill_kernel(q, k, v, out, tile_q, tile_k, heads_per_tile, causal, counter
             num_rows = heads_per_tile * rows  # stacked rows of the tile GEMMs
             counters[item, SRAM_BYTES] = scratch_bytes(scratch)
             ks_buf, vs_buf, s_buf = scratch[1], scratch[2], scratch[3]
+            kv_rows = scratch[9], scratch[10], scratch[11]  # the K/V tiles' own rows
             qs, pv, o, m, l, alpha = start_rows(scratch, num_rows, head_dim)  # noqa: E741
             q_row0 = (seq_head * group + chunk * heads_per_tile) * seq_len + q0  # == (b, h, q0)
             counters[item, READ_BYTES] += load_queries(qs, q2, q_row0, rows, seq_len, scale)
@@ -73,7 +74,7 @@ def prefill_kernel(q, k, v, out, tile_q, tile_k, heads_per_tile, causal, counter
                 copy_rows(vs_buf, v2, kv_row0 + key0, num_keys)
                 counters[item, READ_BYTES] += 2 * FLOAT_BYTES * num_keys * head_dim
                 st = rows_view(s_buf, num_keys, num_rows)
-                attend_tile(qs, ks_buf, vs_buf, tile_k, 1, st, pv, m, l, o, alpha, rows, q0, key0,
-                            causal)
+                attend_tile(qs, ks_buf, vs_buf, kv_rows, tile_k, 1, st, pv, m, l, o, alpha, rows,
+                            q0, key0, causal, False, kv_rows[0], 0)
                 counters[item, FLOPS] += 2 * 2 * num_rows * num_keys * head_dim
             counters[item, WRITE_BYTES] += store_rows(out2, o, l, q_row0, rows, seq_len)

@@ -15,10 +15,13 @@ handful, where a BLAS call costs more than the product and plain loops are faste
 from __future__ import annotations
 
 import numpy as np
-from numba import literal_unroll
+from numba import literal_unroll, types
+from numba.extending import overload
 
 from refimpl._numba import inline_kernel, kernel
 from refimpl.kernels._exp import fast_exp
+from refimpl.kernels._floatbits import e4m3_value
+from refimpl.kernels._prefetch import prefetch_row
 from refimpl.kernels.costs import FLOAT_BYTES
 
 # Columns of the per-work-item counters array that kernels fill while they run.
@@ -36,142 +39,175 @@ def uses_blas(num_rows, kv_heads):
     return kv_heads == 1 and num_rows >= BLAS_MIN_ROWS
 
 
+def kv_value(element):
+    """The float32 a K/V element stands for, before its scale: float32 elements hold values,
+    int8 ones integers, uint8 ones FP8 e4m3 codes (compiled per dtype)."""
+    raise NotImplementedError("kv_value runs only inside kernels")
+
+
+@overload(kv_value, inline="always")
+def _kv_value(element):
+    if element == types.float32:
+        return lambda element: element
+    if element == types.int8:
+        return lambda element: np.float32(element)
+    if element == types.uint8:
+        return lambda element: e4m3_value(element)
+    return None
+
+
+def float_dot(a, b, out):
+    """out = a @ b through BLAS, a or b converted to float32 first where it is not."""
+    raise NotImplementedError("float_dot runs only inside kernels")
+
+
+@overload(float_dot, inline="always")
+def _float_dot(a, b, out):
+    # Typing alone needs the conversion: the paged kernel gathers quantized K/V into float32
+    # tiles before any BLAS product, but its in-place branch types the same calls with them.
+    if a.dtype == types.float32 and b.dtype == types.float32:
+        return lambda a, b, out: np.dot(a, b, out)
+    if a.dtype == types.float32:
+        return lambda a, b, out: np.dot(a, b.astype(np.float32), out)
+    return lambda a, b, out: np.dot(a.astype(np.float32), b, out)
+
+
 @inline_kernel
-def tile_scores(qs, ks_buf, tile_k, kv_heads, st, use_blas):
+def tile_scores(qs, keys, key_rows, key_scales, tile_k, kv_heads, st, use_blas, values,
+                in_place):
     """st[j, r] = (key j of row r's KV head) . qs[r]: the (keys, rows) scores of one tile.
 
-    Rows are grouped by KV head: the first R / kv_heads rows use the K tile in ks_buf rows
-    0 .. n - 1, the next ones rows tile_k .., and so on.
+    Rows are grouped by KV head: the first R / kv_heads rows use KV head 0, the next ones KV
+    head 1, and so on. Key j of KV head kk is row key_rows[kk * tile_k + j] of keys, times
+    key_scales[kk * tile_k + j]; with use_blas (one KV head), the first rows of keys, as is.
+    in_place: keys and values are the cache's rows, and the tile's values are asked for
+    (`prefetch_row`) while its scores are computed.
     """
     num_keys = st.shape[0]
-    if use_blas:  # one KV head
-        np.dot(ks_buf[:num_keys], qs.T, st)
+    if use_blas:
+        float_dot(keys[:num_keys], qs.T, st)
         return
     kv_rows = qs.shape[0] // kv_heads
     head_dim = qs.shape[1]
-    for kk in range(kv_heads):
-        keys = ks_buf[kk * tile_k: kk * tile_k + num_keys]
-        r = kk * kv_rows
-        # Four rows and two keys per pass: each load of a key feeds four multiply-adds, each
-        # of a query two (a decode tile of 4 rows a KV head: 0.76-0.84x the time of two rows
-        # and two keys, which in turn measured 1.5x faster than four rows sharing one key).
-        while r + 4 <= (kk + 1) * kv_rows:
-            q0, q1, q2, q3 = qs[r], qs[r + 1], qs[r + 2], qs[r + 3]
-            j = 0
-            while j < num_keys:
-                k0 = keys[j]
-                k1 = keys[j + 1] if j + 1 < num_keys else k0  # an odd key out: k0 twice
+    # Two keys of every KV head per pass, so that a page, which holds a token's KV heads side
+    # by side, is read front to back; four rows per pass: each load of a key element feeds
+    # four multiply-adds, each of a query element two (a decode tile of 4 rows a KV head:
+    # 0.76-0.84x the time of two rows and two keys, 1.5x faster than four rows and one key).
+    for j in range(0, num_keys, 2):
+        j1 = j + 1 if j + 1 < num_keys else j  # an odd key out: key j twice
+        for kk in range(kv_heads):
+            i0, i1 = kk * tile_k + j, kk * tile_k + j1
+            k0, k1 = keys[key_rows[i0]], keys[key_rows[i1]]
+            s0, s1 = key_scales[i0], key_scales[i1]
+            if in_place:
+                prefetch_row(values[key_rows[i0]])
+                prefetch_row(values[key_rows[i1]])
+            r = kk * kv_rows
+            end = r + kv_rows
+            while r + 4 <= end:
+                q0, q1, q2, q3 = qs[r], qs[r + 1], qs[r + 2], qs[r + 3]
                 a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = np.float32(0.0)
                 for x in range(head_dim):
-                    a0 += q0[x] * k0[x]
-                    a1 += q1[x] * k0[x]
-                    a2 += q2[x] * k0[x]
-                    a3 += q3[x] * k0[x]
-                    b0 += q0[x] * k1[x]
-                    b1 += q1[x] * k1[x]
-                    b2 += q2[x] * k1[x]
-                    b3 += q3[x] * k1[x]
-                st[j, r], st[j, r + 1], st[j, r + 2], st[j, r + 3] = a0, a1, a2, a3
-                if j + 1 < num_keys:
-                    st[j + 1, r], st[j + 1, r + 1] = b0, b1
-                    st[j + 1, r + 2], st[j + 1, r + 3] = b2, b3
-                j += 2
-            r += 4
-        # The rows left over, two and two keys per pass, then one.
-        while r + 2 <= (kk + 1) * kv_rows:
-            q0, q1 = qs[r], qs[r + 1]
-            j = 0
-            while j + 2 <= num_keys:
-                k0, k1 = keys[j], keys[j + 1]
-                a00 = a01 = a10 = a11 = np.float32(0.0)
+                    e0, e1 = kv_value(k0[x]), kv_value(k1[x])
+                    a0 += q0[x] * e0
+                    a1 += q1[x] * e0
+                    a2 += q2[x] * e0
+                    a3 += q3[x] * e0
+                    b0 += q0[x] * e1
+                    b1 += q1[x] * e1
+                    b2 += q2[x] * e1
+                    b3 += q3[x] * e1
+                st[j, r], st[j, r + 1], st[j, r + 2], st[j, r + 3] = (
+                    a0 * s0, a1 * s0, a2 * s0, a3 * s0)
+                st[j1, r], st[j1, r + 1], st[j1, r + 2], st[j1, r + 3] = (
+                    b0 * s1, b1 * s1, b2 * s1, b3 * s1)
+                r += 4
+            while r < end:  # the rows left over, one at a time
+                q0 = qs[r]
+                a0 = b0 = np.float32(0.0)
                 for x in range(head_dim):
-                    a00 += q0[x] * k0[x]
-                    a01 += q0[x] * k1[x]
-                    a10 += q1[x] * k0[x]
-                    a11 += q1[x] * k1[x]
-                st[j, r], st[j + 1, r], st[j, r + 1], st[j + 1, r + 1] = a00, a01, a10, a11
-                j += 2
-            if j < num_keys:
-                k0 = keys[j]
-                a00 = a10 = np.float32(0.0)
-                for x in range(head_dim):
-                    a00 += q0[x] * k0[x]
-                    a10 += q1[x] * k0[x]
-                st[j, r], st[j, r + 1] = a00, a10
-            r += 2
-        if r < (kk + 1) * kv_rows:  # an odd row out
-            q0 = qs[r]
-            for j in range(num_keys):
-                k0 = keys[j]
-                a00 = np.float32(0.0)
-                for x in range(head_dim):
-                    a00 += q0[x] * k0[x]
-                st[j, r] = a00
+                    a0 += q0[x] * kv_value(k0[x])
+                    b0 += q0[x] * kv_value(k1[x])
+                st[j, r], st[j1, r] = a0 * s0, b0 * s1
+                r += 1
 
 
 @inline_kernel
-def tile_values(pt, vs_buf, tile_k, kv_heads, pv, use_blas):
-    """pv[r] = sum over keys j of pt[j, r] * (value j of row r's KV head)."""
+def tile_values(pt, values, key_rows, value_scales, tile_k, kv_heads, pv, use_blas, keys,
+                next_rows, num_next):
+    """pv[r] = sum over keys j of pt[j, r] * (value j of row r's KV head), the values found as
+    `tile_scores` finds keys; the first num_next keys of the next tile, rows next_rows of keys,
+    are asked for meanwhile (`prefetch_row`)."""
     num_keys = pt.shape[0]
     if use_blas:
-        np.dot(pt.T, vs_buf[:num_keys], pv)
+        float_dot(pt.T, values[:num_keys], pv)
         return
     pv[:] = 0.0
     kv_rows = pv.shape[0] // kv_heads
-    for kk in range(kv_heads):
-        values = vs_buf[kk * tile_k:]  # the value tile of KV head kk
-        r = kk * kv_rows
-        # Four rows and four keys per pass: each load of a value feeds four rows (a decode
-        # tile of 4 rows a KV head: 0.7x the time of one row and four keys, as below).
-        while r + 4 <= (kk + 1) * kv_rows:
-            o0, o1, o2, o3 = pv[r], pv[r + 1], pv[r + 2], pv[r + 3]
-            j = 0
-            while j + 4 <= num_keys:
-                v0, v1, v2, v3 = values[j], values[j + 1], values[j + 2], values[j + 3]
-                a0, b0, c0, d0 = pt[j, r], pt[j + 1, r], pt[j + 2, r], pt[j + 3, r]
-                a1, b1, c1, d1 = pt[j, r + 1], pt[j + 1, r + 1], pt[j + 2, r + 1], pt[j + 3, r + 1]
-                a2, b2, c2, d2 = pt[j, r + 2], pt[j + 1, r + 2], pt[j + 2, r + 2], pt[j + 3, r + 2]
-                a3, b3, c3, d3 = pt[j, r + 3], pt[j + 1, r + 3], pt[j + 2, r + 3], pt[j + 3, r + 3]
-                for x in range(o0.shape[0]):
-                    w0, w1, w2, w3 = v0[x], v1[x], v2[x], v3[x]
-                    o0[x] += a0 * w0 + b0 * w1 + c0 * w2 + d0 * w3
-                    o1[x] += a1 * w0 + b1 * w1 + c1 * w2 + d1 * w3
-                    o2[x] += a2 * w0 + b2 * w1 + c2 * w2 + d2 * w3
-                    o3[x] += a3 * w0 + b3 * w1 + c3 * w2 + d3 * w3
-                j += 4
-            while j < num_keys:
-                v0 = values[j]
-                a0, a1, a2, a3 = pt[j, r], pt[j, r + 1], pt[j, r + 2], pt[j, r + 3]
-                for x in range(o0.shape[0]):
-                    o0[x] += a0 * v0[x]
-                    o1[x] += a1 * v0[x]
-                    o2[x] += a2 * v0[x]
-                    o3[x] += a3 * v0[x]
-                j += 1
-            r += 4
-        # The rows left over, one at a time.
-        while r < (kk + 1) * kv_rows:
-            values_row(pt, values, pv[r], r, num_keys)
-            r += 1
-
-
-@inline_kernel
-def values_row(pt, values, row, r, num_keys):
-    """row += sum over keys j of pt[j, r] * values[j]."""
-    j = 0
-    # Four keys per pass: a quarter of the loads and stores of the output row.
-    while j + 4 <= num_keys:
-        p0, p1, p2, p3 = pt[j, r], pt[j + 1, r], pt[j + 2, r], pt[j + 3, r]
-        v0, v1, v2, v3 = values[j], values[j + 1], values[j + 2], values[j + 3]
-        for x in range(row.shape[0]):
-            row[x] += p0 * v0[x] + p1 * v1[x] + p2 * v2[x] + p3 * v3[x]
-        j += 4
-    while j < num_keys:
-        p0 = pt[j, r]
-        v0 = values[j]
-        for x in range(row.shape[0]):
-            row[x] += p0 * v0[x]
-        j += 1
+    head_dim = pv.shape[1]
+    # Four keys of every KV head per pass, the pages read front to back as in `tile_scores`;
+    # four rows per pass: each load of a value element feeds four rows (a decode tile of 4
+    # rows a KV head: 0.7x the time of one row and four keys).
+    for j in range(0, num_keys - 3, 4):
+        for kk in range(kv_heads):
+            i = kk * tile_k + j
+            for ahead in range(i, kk * tile_k + min(j + 4, num_next)):
+                prefetch_row(keys[next_rows[ahead]])
+            v0, v1, v2, v3 = (values[key_rows[i]], values[key_rows[i + 1]],
+                              values[key_rows[i + 2]], values[key_rows[i + 3]])
+            c0, c1, c2, c3 = (value_scales[i], value_scales[i + 1], value_scales[i + 2],
+                              value_scales[i + 3])
+            r = kk * kv_rows
+            end = r + kv_rows
+            while r + 4 <= end:
+                o0, o1, o2, o3 = pv[r], pv[r + 1], pv[r + 2], pv[r + 3]
+                a0, b0, e0, f0 = (pt[j, r] * c0, pt[j + 1, r] * c1, pt[j + 2, r] * c2,
+                                  pt[j + 3, r] * c3)
+                a1, b1, e1, f1 = (pt[j, r + 1] * c0, pt[j + 1, r + 1] * c1,
+                                  pt[j + 2, r + 1] * c2, pt[j + 3, r + 1] * c3)
+                a2, b2, e2, f2 = (pt[j, r + 2] * c0, pt[j + 1, r + 2] * c1,
+                                  pt[j + 2, r + 2] * c2, pt[j + 3, r + 2] * c3)
+                a3, b3, e3, f3 = (pt[j, r + 3] * c0, pt[j + 1, r + 3] * c1,
+                                  pt[j + 2, r + 3] * c2, pt[j + 3, r + 3] * c3)
+                for x in range(head_dim):
+                    w0, w1 = kv_value(v0[x]), kv_value(v1[x])
+                    w2, w3 = kv_value(v2[x]), kv_value(v3[x])
+                    o0[x] += a0 * w0 + b0 * w1 + e0 * w2 + f0 * w3
+                    o1[x] += a1 * w0 + b1 * w1 + e1 * w2 + f1 * w3
+                    o2[x] += a2 * w0 + b2 * w1 + e2 * w2 + f2 * w3
+                    o3[x] += a3 * w0 + b3 * w1 + e3 * w2 + f3 * w3
+                r += 4
+            while r < end:  # the rows left over, one at a time
+                o0 = pv[r]
+                a0, b0, e0, f0 = (pt[j, r] * c0, pt[j + 1, r] * c1, pt[j + 2, r] * c2,
+                                  pt[j + 3, r] * c3)
+                for x in range(head_dim):
+                    o0[x] += (a0 * kv_value(v0[x]) + b0 * kv_value(v1[x])
+                              + e0 * kv_value(v2[x]) + f0 * kv_value(v3[x]))
+                r += 1
+    for j in range(num_keys - num_keys % 4, num_keys):  # the keys left over, one at a time
+        for kk in range(kv_heads):
+            i = kk * tile_k + j
+            v0, c0 = values[key_rows[i]], value_scales[i]
+            r = kk * kv_rows
+            end = r + kv_rows
+            while r + 4 <= end:
+                o0, o1, o2, o3 = pv[r], pv[r + 1], pv[r + 2], pv[r + 3]
+                a0, a1, a2, a3 = (pt[j, r] * c0, pt[j, r + 1] * c0, pt[j, r + 2] * c0,
+                                  pt[j, r + 3] * c0)
+                for x in range(head_dim):
+                    w0 = kv_value(v0[x])
+                    o0[x] += a0 * w0
+                    o1[x] += a1 * w0
+                    o2[x] += a2 * w0
+                    o3[x] += a3 * w0
+                r += 4
+            while r < end:
+                o0 = pv[r]
+                a0 = pt[j, r] * c0
+                for x in range(head_dim):
+                    o0[x] += a0 * kv_value(v0[x])
+                r += 1
 
 
 @inline_kernel
@@ -189,19 +225,24 @@ def mask_future(st, rows_per_head, pos0, key0):
 
 
 @inline_kernel
-def attend_tile(qs, ks_buf, vs_buf, tile_k, kv_heads, st, pv, m, l, o, alpha,  # noqa: E741
-                rows_per_head, pos0, key0, causal):
+def attend_tile(qs, keys, values, kv_rows, tile_k, kv_heads, st, pv, m, l, o, alpha,  # noqa: E741
+                rows_per_head, pos0, key0, causal, in_place, next_rows, num_next):
     """Fold one K/V tile into the running max `m`, sum `l` and output `o` of each query row.
 
     qs: (R, d) query rows, already scaled by 1/sqrt(d), grouped by KV head (R / kv_heads rows
     each); within a KV head, heads of rows_per_head rows, row r at query position
-    pos0 + r % rows_per_head. ks_buf, vs_buf: (kv_heads * tile_k, d) K/V tiles, keys at
-    positions key0 .. key0 + n - 1. st: (n, R) and pv: (R, d) scratch; m, l, alpha: (R,);
-    o: (R, d).
+    pos0 + r % rows_per_head. keys, values: K/V rows, and kv_rows the (rows, key scales,
+    value scales) of the tile's keys in them, at positions key0 .. key0 + n - 1, as
+    `tile_scores` reads them. st: (n, R) and pv: (R, d) scratch; m, l, alpha: (R,);
+    o: (R, d). in_place: keys and values are the cache's own rows, whose next lines to be read
+    are asked for ahead: this tile's values, then the next tile's first num_next keys, found
+    at next_rows (num_next 0: no next tile, or tiles already in scratch).
     """
     num_rows = qs.shape[0]
     use_blas = uses_blas(num_rows, kv_heads)
-    tile_scores(qs, ks_buf, tile_k, kv_heads, st, use_blas)
+    key_rows, key_scales, value_scales = kv_rows
+    tile_scores(qs, keys, key_rows, key_scales, tile_k, kv_heads, st, use_blas, values,
+                in_place)
     if causal and key0 + st.shape[0] - 1 > pos0:  # some key lies after some query
         mask_future(st, rows_per_head, pos0, key0)
     new_max = alpha  # holds the new running max until the rescale factors replace it
@@ -224,7 +265,8 @@ def attend_tile(qs, ks_buf, vs_buf, tile_k, kv_heads, st, pv, m, l, o, alpha,  #
             p = fast_exp(row[r] - m[r])
             row[r] = p
             l[r] += p
-    tile_values(st, vs_buf, tile_k, kv_heads, pv, use_blas)
+    tile_values(st, values, key_rows, value_scales, tile_k, kv_heads, pv, use_blas, keys,
+                next_rows, num_next)
     for r in range(num_rows):
         o_row = o[r]
         pv_row = pv[r]
@@ -237,16 +279,28 @@ def attend_tile(qs, ks_buf, vs_buf, tile_k, kv_heads, st, pv, m, l, o, alpha,  #
 def new_scratch(max_rows, tile_k, kv_heads, head_dim):
     """Fresh scratch of one work item: max_rows query rows (spread over kv_heads KV heads) and
     K/V tiles of tile_k keys for each KV head."""
+    keys = kv_heads * tile_k
     return (
         np.empty(max_rows * head_dim, np.float32),  # Q rows (flat: views take the rows in use)
-        np.empty((kv_heads * tile_k, head_dim), np.float32),  # K tiles, one per KV head
-        np.empty((kv_heads * tile_k, head_dim), np.float32),  # V tiles
+        # K and V tiles, one per KV head. Kernels that read the cache in place leave them
+        # untouched; the tile's K and V lines asked for into the cache stand in their place.
+        np.empty((keys, head_dim), np.float32),
+        np.empty((keys, head_dim), np.float32),
         np.empty(max_rows * tile_k, np.float32),  # scores / probabilities
         np.empty(max_rows * head_dim, np.float32),  # P @ V of one tile
         np.empty(max_rows * head_dim, np.float32),  # output accumulator
         np.empty(max_rows, np.float32),  # running max
         np.empty(max_rows, np.float32),  # running sum
         np.empty(max_rows, np.float32),  # new max, then rescale factors
+        # Where a tile's keys are, with their K and V scales (see `tile_scores`), for this
+        # tile (scratch[9:12]) and the next one (scratch[12:]); by default the K/V tiles' own
+        # rows, scales 1.
+        np.arange(keys, dtype=np.int64),
+        np.ones(keys, np.float32),
+        np.ones(keys, np.float32),
+        np.arange(keys, dtype=np.int64),
+        np.ones(keys, np.float32),
+        np.ones(keys, np.float32),
     )
 
 
@@ -263,7 +317,7 @@ def scratch_bytes(scratch):
 def start_rows(scratch, num_rows, head_dim):
     """Views of the Q, P @ V, output, max, sum and rescale buffers for num_rows rows, the
     running state emptied."""
-    qs_buf, _, _, _, pv_buf, o_buf, m_buf, l_buf, alpha_buf = scratch
+    qs_buf, _, _, _, pv_buf, o_buf, m_buf, l_buf, alpha_buf = scratch[:9]
     o = rows_view(o_buf, num_rows, head_dim)
     m = m_buf[:num_rows]
     l = l_buf[:num_rows]  # noqa: E741

@@ -27,6 +27,7 @@ __all__ = [
 
 FLOAT_BYTES = 4  # float32: queries, outputs, scratch, float KV, quantization scales
 PAGE_ID_BYTES = 4  # int32 page-table entries
+KEY_ROW_BYTES = 8  # int64 row of a key in the K/V arrays, held in scratch per tile key
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,9 @@ def scratch_bytes(rows: int, keys: int, head_dim: int, kv_heads: int = 1) -> int
         + 2 * rows * head_dim  # output accumulator and the P @ V product
         + 3 * rows  # running max, running sum and rescale factor per row
     )
-    return FLOAT_BYTES * floats
+    # Each key of this tile and of the next: its row in the K/V arrays, its K and V scales.
+    key_slots = 2 * kv_heads * keys
+    return FLOAT_BYTES * floats + key_slots * (KEY_ROW_BYTES + 2 * FLOAT_BYTES)
 
 
 @dataclass(frozen=True)
